@@ -1,0 +1,20 @@
+/*
+ * Ring AllGather: every rank places its block at its own offset, then for p - 1 steps sends the block it
+ * got last to its right neighbour while receiving the next from its left.
+ *
+ * Steps: p - 1. Bytes sent per rank: (p - 1)/p * n (n = the gathered buffer, p * sendcount elements).
+ * Restrictions: none.
+ */
+#include <string.h>
+
+#include "algo/algo.h"
+#include "algo/ring.h"
+
+chorus_result_t allgather_ring(prims_t *p, const coll_args_t *a)
+{
+    int rank = prims_rank(p), n = prims_nranks(p);
+    size_t elem = dtype_size(a->dtype), block = a->count * elem;
+    char *own = (char *)a->recvbuf + (size_t)rank * block;
+    if (a->sendbuf != own) memcpy(own, a->sendbuf, block);
+    return ring_allgather(p, a->recvbuf, a->count * (size_t)n, elem, 0);
+}

@@ -1,0 +1,32 @@
+/*
+ * Pairwise AllToAll: in step s (1 <= s < p) rank r sends its block for rank r + s and receives the block
+ * from rank r - s, so every step is a permutation and no rank receives from two peers at once. The own
+ * block is copied locally. In place (sendbuf == recvbuf) the input is first copied to scratch.
+ *
+ * Steps: p - 1. Bytes sent per rank: (p - 1)/p * n (n = p * count elements). Restrictions: none.
+ */
+#include <string.h>
+
+#include "algo/algo.h"
+#include "util/util.h"
+
+chorus_result_t alltoall_pairwise(prims_t *p, const coll_args_t *a)
+{
+    int rank = prims_rank(p), n = prims_nranks(p);
+    size_t block = a->count * dtype_size(a->dtype);
+    const char *send = a->sendbuf;
+    char *recv = a->recvbuf;
+    if (send == recv) {
+        void *copy;
+        CHECK(prims_scratch(p, 1, block * (size_t)n, &copy));
+        memcpy(copy, send, block * (size_t)n);
+        send = copy;
+    } else {
+        memcpy(recv + (size_t)rank * block, send + (size_t)rank * block, block);
+    }
+    for (int s = 1; s < n; s++) {
+        int to = (rank + s) % n, from = (rank - s + n) % n;
+        CHECK(prims_sendrecv(p, to, send + (size_t)to * block, block, from, recv + (size_t)from * block, block));
+    }
+    return CHORUS_SUCCESS;
+}

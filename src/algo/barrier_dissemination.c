@@ -1,0 +1,16 @@
+/*
+ * Dissemination Barrier: in round k (distance d = 2^k) rank r signals rank r + d and waits for rank r - d.
+ * After ceil(log2 p) rounds every rank has heard, directly or transitively, from every other.
+ *
+ * Steps: ceil(log2 p). Bytes: a zero-length message per round. Restrictions: none.
+ */
+#include "algo/algo.h"
+#include "util/util.h"
+
+chorus_result_t barrier_dissemination(prims_t *p, const coll_args_t *a)
+{
+    (void)a;
+    int rank = prims_rank(p), n = prims_nranks(p);
+    for (int d = 1; d < n; d *= 2) CHECK(prims_sendrecv(p, (rank + d) % n, NULL, 0, (rank - d + n) % n, NULL, 0));
+    return CHORUS_SUCCESS;
+}

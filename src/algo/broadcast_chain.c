@@ -1,0 +1,22 @@
+/*
+ * Pipelined chain Broadcast: ranks form a chain starting at the root (root, root+1, ...); the message
+ * moves in chunks, and each rank forwards chunk i to its successor as soon as it lands, while chunk i+1
+ * is on its way in.
+ *
+ * Steps: p - 1 + k - 1 chunk hops in flight for k chunks. Bytes sent per rank: n (the tail sends none).
+ * Time ~ (p - 1 + k - 1)(alpha + n/(k beta)). Restrictions: none.
+ */
+#include <string.h>
+
+#include "algo/algo.h"
+
+chorus_result_t broadcast_chain(prims_t *p, const coll_args_t *a)
+{
+    int rank = prims_rank(p), n = prims_nranks(p);
+    size_t bytes = a->count * dtype_size(a->dtype);
+    int v = (rank - a->root + n) % n; /* position in the chain */
+    int prev = v == 0 ? -1 : (rank - 1 + n) % n;
+    int next = v == n - 1 ? -1 : (rank + 1) % n;
+    if (v == 0 && a->sendbuf != a->recvbuf) memcpy(a->recvbuf, a->sendbuf, bytes);
+    return prims_chain_copy(p, prev, next, a->recvbuf, bytes);
+}

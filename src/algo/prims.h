@@ -1,0 +1,65 @@
+/*
+ * The primitives algorithms are written against. Peers are ranks; buffers are bytes; nothing here names a
+ * transport. Every primitive returns when its part of the exchange is complete, the operation's deadline
+ * passes, a peer fails, or the communicator is aborted; on failure the communicator's error detail names
+ * the peer and the operation.
+ *
+ * Vocabulary (used by every algorithm file):
+ *   block  - the part of a buffer that belongs to one rank in the collective's layout (allgather: the data
+ *            of one rank; ring allreduce: the 1/p slice a rank ends up owning).
+ *   chunk  - the pipelining unit (CHORUS_CHUNK_SIZE bytes): data is reduced or forwarded chunk by chunk
+ *            while the next chunk is on the wire.
+ * Messages between two ranks are matched in the order both sides post them.
+ */
+#ifndef CHORUS_PRIMS_H
+#define CHORUS_PRIMS_H
+
+#include <stddef.h>
+
+#include "algo/reduce.h"
+
+typedef struct prims prims_t;
+
+/* What to reduce with: the datatype's element size keeps chunk boundaries on element boundaries. */
+typedef struct prims_reduce {
+    chorus_datatype_t dtype;
+    chorus_redop_t op;
+    size_t elem;
+} prims_reduce_t;
+
+int prims_rank(const prims_t *p);
+int prims_nranks(const prims_t *p);
+size_t prims_chunk_bytes(const prims_t *p);
+/* Scratch memory owned by the communicator, valid until the operation ends; slot 0 and 1 are independent
+ * buffers (for double buffering). Contents are undefined. */
+chorus_result_t prims_scratch(prims_t *p, int slot, size_t bytes, void **buf_p);
+
+chorus_result_t prims_send(prims_t *p, int peer, const void *buf, size_t bytes);
+chorus_result_t prims_recv(prims_t *p, int peer, void *buf, size_t bytes);
+/* Send to one peer while receiving from another (or the same) peer. */
+chorus_result_t prims_sendrecv(prims_t *p, int send_peer, const void *sbuf, size_t sbytes, int recv_peer, void *rbuf,
+                               size_t rbytes);
+/* Send sbuf to send_peer while receiving rbytes from recv_peer; as each chunk lands,
+ * dst = local OP received (dst may alias local). */
+chorus_result_t prims_sendrecv_reduce(prims_t *p, int send_peer, const void *sbuf, size_t sbytes, int recv_peer,
+                                      const void *local, void *dst, size_t rbytes, const prims_reduce_t *red);
+/* A stage of a pipelined chain, one message per chunk. recv_peer < 0: the head, which sends buf.
+ * send_peer < 0: the tail, which only receives. Otherwise each chunk received into buf is forwarded to
+ * send_peer as soon as it lands. */
+chorus_result_t prims_chain_copy(prims_t *p, int recv_peer, int send_peer, void *buf, size_t bytes);
+/* A stage of a pipelined reduction chain, one message per chunk. recv_peer < 0: the head, which sends
+ * local. Otherwise each received chunk is combined, dst = local OP received, and forwarded to send_peer
+ * (send_peer < 0: the tail keeps it in dst). */
+chorus_result_t prims_chain_reduce(prims_t *p, int recv_peer, int send_peer, const void *local, void *dst,
+                                   size_t bytes, const prims_reduce_t *red);
+
+/* Balanced partition of count elements into nblocks: block i starts at *off_p and has *cnt_p elements
+ * (the first count % nblocks blocks get one more). */
+static inline void prims_partition(size_t count, int nblocks, int i, size_t *off_p, size_t *cnt_p)
+{
+    size_t base = count / (size_t)nblocks, rem = count % (size_t)nblocks, ui = (size_t)i;
+    *off_p = ui * base + (ui < rem ? ui : rem);
+    *cnt_p = base + (ui < rem ? 1 : 0);
+}
+
+#endif

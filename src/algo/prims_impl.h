@@ -1,0 +1,35 @@
+/* The data path behind algo/prims.h. Only the core (which sets it up per communicator and per operation)
+ * and prims.c see this; algorithms see prims_t as opaque. */
+#ifndef CHORUS_PRIMS_IMPL_H
+#define CHORUS_PRIMS_IMPL_H
+
+#include <stdint.h>
+
+#include "algo/prims.h"
+#include "progress/progress.h"
+
+#define PRIMS_HOST_BYTES 64
+
+struct prims {
+    int rank;
+    int nranks;
+    transport_conn_t **conns; /* by rank; NULL for this rank */
+    const char (*hosts)[PRIMS_HOST_BYTES]; /* by rank, for error messages */
+    progress_engine_t *engine;
+    size_t chunk_bytes;
+    /* The operation in progress (set by the core before it runs an algorithm). */
+    int64_t deadline_ns;
+    uint32_t tag;
+    const char *op_name;
+    uint64_t op_seq;
+    /* Scratch, grown on demand, freed with the communicator. */
+    void *scratch[2];
+    size_t scratch_bytes[2];
+    /* Where failures are described: the communicator's last-error buffer. */
+    char *err;
+    size_t errlen;
+};
+
+void prims_fini(prims_t *p);
+
+#endif

@@ -1,0 +1,25 @@
+/*
+ * Pipelined chain Reduce: ranks form a chain ending at the root (root+1, root+2, ..., root); the head
+ * sends its data in chunks, and every other rank combines each received chunk with its own and forwards
+ * the partial result while the next chunk is on its way in. The root finishes (avg divides once).
+ *
+ * Steps: p - 1 + k - 1 chunk hops for k chunks. Bytes sent per rank: n (the root sends none). Reduction
+ * work per rank: n. Restrictions: none.
+ */
+#include "algo/algo.h"
+#include "util/util.h"
+
+chorus_result_t reduce_chain(prims_t *p, const coll_args_t *a)
+{
+    int rank = prims_rank(p), n = prims_nranks(p);
+    prims_reduce_t red = algo_reduction(a);
+    size_t bytes = a->count * red.elem;
+    int v = (rank - a->root - 1 + 2 * n) % n; /* position in the chain; the root is last */
+    int prev = v == 0 ? -1 : (rank - 1 + n) % n;
+    int next = v == n - 1 ? -1 : (rank + 1) % n;
+    void *dst = a->recvbuf;
+    if (next >= 0 && prev >= 0) CHECK(prims_scratch(p, 1, bytes ? bytes : 1, &dst));
+    CHECK(prims_chain_reduce(p, prev, next, a->sendbuf, dst, bytes, &red));
+    if (next < 0) reduce_finish(a->recvbuf, a->count, a->dtype, a->op, n);
+    return CHORUS_SUCCESS;
+}

@@ -1,0 +1,293 @@
+/* The public collective and point-to-point entry points: check arguments, build the call, run it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "algo/algo.h"
+#include "core/comm.h"
+#include "util/log.h"
+#include "util/util.h"
+
+/* Collective and point-to-point messages use distinct tag spaces, so one arriving where the other is
+ * expected is reported as a mismatch rather than misread. */
+#define TAG_COLLECTIVE 0x80000000u
+#define TAG_SEQ_MASK 0x7fffffffu
+
+static int ranges_overlap(const void *a, size_t alen, const void *b, size_t blen)
+{
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return alen && blen && x < y + blen && y < x + alen;
+}
+
+/* Checks shared by every call; on failure the detail names the argument. elem_p: the datatype's size. */
+static chorus_result_t api_check_common(chorus_comm_t comm, const char *name, chorus_datatype_t dtype, int check_op,
+                                        chorus_redop_t op, chorus_stream_t stream, size_t *elem_p)
+{
+    if (!comm) return CHORUS_ERR_INVALID_ARGUMENT;
+    log_set_rank(comm->rank);
+    comm->last_error[0] = 0;
+    if (stream)
+        return comm_error(comm, CHORUS_ERR_NOT_SUPPORTED, "%s: streams are not supported yet; pass NULL as the stream",
+                          name);
+    size_t elem = dtype_size(dtype);
+    if (!elem)
+        return comm_error(comm, CHORUS_ERR_INVALID_ARGUMENT, "%s: datatype %d is not a chorus_datatype_t", name,
+                          (int)dtype);
+    if (check_op && (unsigned)op >= chorus_num_ops)
+        return comm_error(comm, CHORUS_ERR_INVALID_ARGUMENT, "%s: op %d is not a chorus_redop_t", name, (int)op);
+    *elem_p = elem;
+    return CHORUS_SUCCESS;
+}
+
+/* bytes = count * elem * mult, refusing overflow. */
+static chorus_result_t api_bytes(chorus_comm_t comm, const char *name, const char *what, size_t count, size_t elem,
+                                 size_t mult, size_t *bytes_p)
+{
+    size_t b;
+    if (__builtin_mul_overflow(count, elem, &b) || __builtin_mul_overflow(b, mult, &b) || b > (size_t)INT64_MAX)
+        return comm_error(comm, CHORUS_ERR_INVALID_ARGUMENT, "%s: %s %zu is too large: the buffer size overflows", name,
+                          what, count);
+    *bytes_p = b;
+    return CHORUS_SUCCESS;
+}
+
+static chorus_result_t api_check_buf(chorus_comm_t comm, const char *name, const char *what, const void *buf,
+                                     size_t bytes)
+{
+    if (!buf && bytes)
+        return comm_error(comm, CHORUS_ERR_INVALID_ARGUMENT, "%s: %s is NULL but %zu bytes are needed", name, what,
+                          bytes);
+    return CHORUS_SUCCESS;
+}
+
+static chorus_result_t api_check_root(chorus_comm_t comm, const char *name, const char *what, int root)
+{
+    if (root < 0 || root >= comm->nranks)
+        return comm_error(comm, CHORUS_ERR_INVALID_ARGUMENT, "%s: %s %d is out of range [0, %d)", name, what, root,
+                          comm->nranks);
+    return CHORUS_SUCCESS;
+}
+
+/* Buffers may be the same (in place, at the position the collective defines) or disjoint, never partly shared. */
+static chorus_result_t api_check_alias(chorus_comm_t comm, const char *name, const void *send, size_t sbytes,
+                                       const void *recv, size_t rbytes, const void *inplace_send)
+{
+    if (send == inplace_send || !ranges_overlap(send, sbytes, recv, rbytes)) return CHORUS_SUCCESS;
+    return comm_error(comm, CHORUS_ERR_INVALID_ARGUMENT,
+                      "%s: sendbuf and recvbuf overlap without being the in-place layout (see chorus.h)", name);
+}
+
+/* A single rank: the result is the input. */
+static void coll_local(const coll_args_t *a, size_t elem)
+{
+    size_t bytes = a->count * elem;
+    if (a->coll == COLL_BARRIER || !a->recvbuf || a->sendbuf == a->recvbuf) return;
+    memmove(a->recvbuf, a->sendbuf, bytes);
+    if (a->coll == COLL_ALLREDUCE || a->coll == COLL_REDUCE || a->coll == COLL_REDUCE_SCATTER)
+        reduce_finish(a->recvbuf, a->count, a->dtype, a->op, 1);
+}
+
+static void coll_begin(chorus_comm_t comm, const char *name, uint32_t tag, uint64_t seq)
+{
+    comm->prims.deadline_ns = time_deadline_ms(comm->params.timeout);
+    comm->prims.tag = tag;
+    comm->prims.op_name = name;
+    comm->prims.op_seq = seq;
+}
+
+static chorus_result_t coll_run_algo(chorus_comm_t comm, const coll_args_t *a)
+{
+    const algo_desc_t *algo = algo_select(a, comm->nranks);
+    if (!algo) return comm_error(comm, CHORUS_ERR_INTERNAL, "%s: no algorithm registered", coll_name(a->coll));
+    LOG_DEBUG(LOG_SUB_COLL, "%s #%llu: count %zu %s via %s", coll_name(a->coll), (unsigned long long)comm->coll_seq,
+              a->count, dtype_name(a->dtype), algo->name);
+    chorus_result_t res = algo->run(&comm->prims, a);
+    if (res != CHORUS_SUCCESS && !comm->last_error[0])
+        comm_error(comm, res, "%s #%llu failed: %s", coll_name(a->coll), (unsigned long long)comm->coll_seq,
+                   chorus_strerror(res));
+    return res;
+}
+
+static int coll_needs_float_stage(const coll_args_t *a)
+{
+    int half = a->dtype == chorus_float16 || a->dtype == chorus_bfloat16;
+    int reducing = a->coll == COLL_ALLREDUCE || a->coll == COLL_REDUCE || a->coll == COLL_REDUCE_SCATTER;
+    return half && reducing && (a->op == chorus_sum || a->op == chorus_prod || a->op == chorus_avg);
+}
+
+/* float16 / bfloat16 sums, products and averages run in float32 and round once at the end. in_elems: the
+ * input's element count; the output (out_elems) sits after the input in the stage. */
+static chorus_result_t coll_run_staged(chorus_comm_t comm, const coll_args_t *a, size_t in_elems, size_t out_elems)
+{
+    size_t need = (in_elems + out_elems) * sizeof(float);
+    if (need > comm->stage_bytes) {
+        free(comm->stage);
+        comm->stage_bytes = 0;
+        comm->stage = malloc(need);
+        if (!comm->stage)
+            return comm_error(comm, CHORUS_ERR_NO_MEMORY, "%s: cannot allocate %zu bytes to reduce %s in float32",
+                              coll_name(a->coll), need, dtype_name(a->dtype));
+        comm->stage_bytes = need;
+    }
+    float *in = comm->stage, *out = in + in_elems;
+    half_to_float_array(in, a->sendbuf, in_elems, a->dtype);
+    coll_args_t f = *a;
+    f.dtype = chorus_float32;
+    f.sendbuf = in;
+    f.recvbuf = a->coll == COLL_REDUCE_SCATTER ? out : in;
+    CHECK(coll_run_algo(comm, &f));
+    if (a->coll != COLL_REDUCE || comm->rank == a->root) float_to_half_array(a->recvbuf, f.recvbuf, out_elems, a->dtype);
+    return CHORUS_SUCCESS;
+}
+
+/* in_elems / out_elems: elements of this rank's input and output, for the staging of half types. */
+static chorus_result_t coll_run(chorus_comm_t comm, const coll_args_t *a, size_t elem, size_t in_elems, size_t out_elems)
+{
+    uint32_t tag = TAG_COLLECTIVE | (uint32_t)(comm->coll_seq & TAG_SEQ_MASK);
+    coll_begin(comm, coll_name(a->coll), tag, comm->coll_seq);
+    chorus_result_t res = CHORUS_SUCCESS;
+    if (comm->nranks == 1)
+        coll_local(a, elem);
+    else if (a->coll != COLL_BARRIER && a->count == 0)
+        ; /* nothing to move: every rank agrees, as counts must match */
+    else if (coll_needs_float_stage(a))
+        res = coll_run_staged(comm, a, in_elems, out_elems);
+    else
+        res = coll_run_algo(comm, a);
+    comm->coll_seq++;
+    return res;
+}
+
+chorus_result_t chorus_allreduce(const void *sendbuf, void *recvbuf, size_t count, chorus_datatype_t datatype,
+                                 chorus_redop_t op, chorus_comm_t comm, chorus_stream_t stream)
+{
+    static const char name[] = "allreduce";
+    size_t elem = 0, bytes = 0;
+    CHECK(api_check_common(comm, name, datatype, 1, op, stream, &elem));
+    CHECK(api_bytes(comm, name, "count", count, elem, 1, &bytes));
+    CHECK(api_check_buf(comm, name, "sendbuf", sendbuf, bytes));
+    CHECK(api_check_buf(comm, name, "recvbuf", recvbuf, bytes));
+    CHECK(api_check_alias(comm, name, sendbuf, bytes, recvbuf, bytes, recvbuf));
+    coll_args_t a = {COLL_ALLREDUCE, sendbuf, recvbuf, count, datatype, op, 0};
+    return coll_run(comm, &a, elem, count, 0);
+}
+
+chorus_result_t chorus_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, chorus_datatype_t datatype,
+                                 chorus_comm_t comm, chorus_stream_t stream)
+{
+    static const char name[] = "allgather";
+    size_t elem = 0, bytes = 0, rbytes = 0;
+    CHECK(api_check_common(comm, name, datatype, 0, chorus_sum, stream, &elem));
+    CHECK(api_bytes(comm, name, "sendcount", sendcount, elem, 1, &bytes));
+    CHECK(api_bytes(comm, name, "sendcount", sendcount, elem, (size_t)comm->nranks, &rbytes));
+    CHECK(api_check_buf(comm, name, "sendbuf", sendbuf, bytes));
+    CHECK(api_check_buf(comm, name, "recvbuf", recvbuf, rbytes));
+    CHECK(api_check_alias(comm, name, sendbuf, bytes, recvbuf, rbytes, (char *)recvbuf + (size_t)comm->rank * bytes));
+    coll_args_t a = {COLL_ALLGATHER, sendbuf, recvbuf, sendcount, datatype, chorus_sum, 0};
+    return coll_run(comm, &a, elem, 0, 0);
+}
+
+chorus_result_t chorus_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, chorus_datatype_t datatype,
+                                      chorus_redop_t op, chorus_comm_t comm, chorus_stream_t stream)
+{
+    static const char name[] = "reduce_scatter";
+    size_t elem = 0, bytes = 0, sbytes = 0;
+    CHECK(api_check_common(comm, name, datatype, 1, op, stream, &elem));
+    CHECK(api_bytes(comm, name, "recvcount", recvcount, elem, 1, &bytes));
+    CHECK(api_bytes(comm, name, "recvcount", recvcount, elem, (size_t)comm->nranks, &sbytes));
+    CHECK(api_check_buf(comm, name, "sendbuf", sendbuf, sbytes));
+    CHECK(api_check_buf(comm, name, "recvbuf", recvbuf, bytes));
+    CHECK(api_check_alias(comm, name, (const char *)sendbuf + (size_t)comm->rank * bytes, bytes, recvbuf, bytes,
+                          recvbuf));
+    if (recvbuf != (const char *)sendbuf + (size_t)comm->rank * bytes)
+        CHECK(api_check_alias(comm, name, sendbuf, sbytes, recvbuf, bytes, NULL));
+    coll_args_t a = {COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, datatype, op, 0};
+    return coll_run(comm, &a, elem, recvcount * (size_t)comm->nranks, recvcount);
+}
+
+chorus_result_t chorus_broadcast(const void *sendbuf, void *recvbuf, size_t count, chorus_datatype_t datatype, int root,
+                                 chorus_comm_t comm, chorus_stream_t stream)
+{
+    static const char name[] = "broadcast";
+    size_t elem = 0, bytes = 0;
+    CHECK(api_check_common(comm, name, datatype, 0, chorus_sum, stream, &elem));
+    CHECK(api_check_root(comm, name, "root", root));
+    CHECK(api_bytes(comm, name, "count", count, elem, 1, &bytes));
+    if (comm->rank == root) {
+        CHECK(api_check_buf(comm, name, "sendbuf", sendbuf, bytes));
+        CHECK(api_check_alias(comm, name, sendbuf, bytes, recvbuf, bytes, recvbuf));
+    }
+    CHECK(api_check_buf(comm, name, "recvbuf", recvbuf, bytes));
+    coll_args_t a = {COLL_BROADCAST, sendbuf, recvbuf, count, datatype, chorus_sum, root};
+    return coll_run(comm, &a, elem, 0, 0);
+}
+
+chorus_result_t chorus_reduce(const void *sendbuf, void *recvbuf, size_t count, chorus_datatype_t datatype,
+                              chorus_redop_t op, int root, chorus_comm_t comm, chorus_stream_t stream)
+{
+    static const char name[] = "reduce";
+    size_t elem = 0, bytes = 0;
+    CHECK(api_check_common(comm, name, datatype, 1, op, stream, &elem));
+    CHECK(api_check_root(comm, name, "root", root));
+    CHECK(api_bytes(comm, name, "count", count, elem, 1, &bytes));
+    CHECK(api_check_buf(comm, name, "sendbuf", sendbuf, bytes));
+    if (comm->rank == root) {
+        CHECK(api_check_buf(comm, name, "recvbuf", recvbuf, bytes));
+        CHECK(api_check_alias(comm, name, sendbuf, bytes, recvbuf, bytes, recvbuf));
+    }
+    coll_args_t a = {COLL_REDUCE, sendbuf, recvbuf, count, datatype, op, root};
+    return coll_run(comm, &a, elem, count, 0);
+}
+
+chorus_result_t chorus_alltoall(const void *sendbuf, void *recvbuf, size_t count, chorus_datatype_t datatype,
+                                chorus_comm_t comm, chorus_stream_t stream)
+{
+    static const char name[] = "alltoall";
+    size_t elem = 0, bytes = 0;
+    CHECK(api_check_common(comm, name, datatype, 0, chorus_sum, stream, &elem));
+    CHECK(api_bytes(comm, name, "count", count, elem, (size_t)comm->nranks, &bytes));
+    CHECK(api_check_buf(comm, name, "sendbuf", sendbuf, bytes));
+    CHECK(api_check_buf(comm, name, "recvbuf", recvbuf, bytes));
+    CHECK(api_check_alias(comm, name, sendbuf, bytes, recvbuf, bytes, recvbuf));
+    coll_args_t a = {COLL_ALLTOALL, sendbuf, recvbuf, count, datatype, chorus_sum, 0};
+    return coll_run(comm, &a, elem, 0, 0);
+}
+
+chorus_result_t chorus_barrier(chorus_comm_t comm, chorus_stream_t stream)
+{
+    size_t elem = 0;
+    CHECK(api_check_common(comm, "barrier", chorus_uint8, 0, chorus_sum, stream, &elem));
+    coll_args_t a = {COLL_BARRIER, NULL, NULL, 0, chorus_uint8, chorus_sum, 0};
+    return coll_run(comm, &a, elem, 0, 0);
+}
+
+/* Point to point: each ordered pair of ranks numbers its messages, so the tags of a send and its receive
+ * agree whatever collectives or other peers came in between. */
+static chorus_result_t p2p_run(chorus_comm_t comm, const char *name, int send, void *buf, size_t count,
+                               chorus_datatype_t datatype, int peer, chorus_stream_t stream)
+{
+    size_t elem = 0, bytes = 0;
+    CHECK(api_check_common(comm, name, datatype, 0, chorus_sum, stream, &elem));
+    CHECK(api_check_root(comm, name, "peer", peer));
+    if (peer == comm->rank)
+        return comm_error(comm, CHORUS_ERR_INVALID_ARGUMENT,
+                          "%s: peer %d is this rank; a blocking send to oneself cannot complete", name, peer);
+    CHECK(api_bytes(comm, name, "count", count, elem, 1, &bytes));
+    CHECK(api_check_buf(comm, name, send ? "sendbuf" : "recvbuf", buf, bytes));
+    uint32_t *seq = send ? &comm->send_seq[peer] : &comm->recv_seq[peer];
+    coll_begin(comm, name, *seq & TAG_SEQ_MASK, *seq);
+    (*seq)++;
+    return send ? prims_send(&comm->prims, peer, buf, bytes) : prims_recv(&comm->prims, peer, buf, bytes);
+}
+
+chorus_result_t chorus_send(const void *sendbuf, size_t count, chorus_datatype_t datatype, int peer, chorus_comm_t comm,
+                            chorus_stream_t stream)
+{
+    return p2p_run(comm, "send", 1, (void *)sendbuf, count, datatype, peer, stream);
+}
+
+chorus_result_t chorus_recv(void *recvbuf, size_t count, chorus_datatype_t datatype, int peer, chorus_comm_t comm,
+                            chorus_stream_t stream)
+{
+    return p2p_run(comm, "recv", 0, recvbuf, count, datatype, peer, stream);
+}
