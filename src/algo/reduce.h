@@ -20,10 +20,15 @@ int redop_parse(const char *name, chorus_redop_t *op_p);
  * float16 / bfloat16: each element is widened to float32, combined, and rounded back (round to nearest
  * even); callers that need a single rounding over many ranks reduce in float32 instead (see core). */
 void reduce_apply(void *dst, const void *src, size_t count, chorus_datatype_t dt, chorus_redop_t op);
-/* dst[i] = a[i] OP b[i]: the out-of-place form, so a first step need not copy. */
+/* dst[i] = a[i] OP b[i]: the out-of-place form, so a first step need not copy. dst may be a or b itself;
+ * no other overlap is allowed. */
 void reduce_apply3(void *dst, const void *a, const void *b, size_t count, chorus_datatype_t dt, chorus_redop_t op);
 /* Finish a fully reduced buffer: for avg divide by nranks (integers truncate toward zero); otherwise nothing. */
 void reduce_finish(void *buf, size_t count, chorus_datatype_t dt, chorus_redop_t op, int nranks);
+/* The kernels pick the widest ISA the CPU offers (AVX2 + F16C on x86) at the first call; every ISA gives the
+ * same bits. portable_only != 0 forces the baseline loops (for tests and comparisons); 0 restores the best.
+ * Returns the name of the ISA now in use ("portable", "avx2"). */
+const char *reduce_set_isa(int portable_only);
 
 /* IEEE binary16 and bfloat16 <-> float32, round to nearest even, NaN preserved (quiet). */
 float fp16_to_float(uint16_t h);
