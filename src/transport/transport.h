@@ -50,8 +50,10 @@ typedef struct transport_ops {
      * CHORUS_SUCCESS, or the connection's sticky error if it already failed (the transfer is then FAILED). */
     chorus_result_t (*post_send)(transport_conn_t *conn, transport_xfer_t *xfer);
     chorus_result_t (*post_recv)(transport_conn_t *conn, transport_xfer_t *xfer);
-    /* Move as many bytes as possible without blocking; *moved is set to 1 if any byte moved. On a
-     * connection failure it returns the error, marks every posted transfer FAILED, and the error sticks. */
+    /* Move as many bytes as possible without blocking, but at most chunk_bytes of payload per direction
+     * (so that the caller sees every chunk land); *moved is set to 1 if any byte moved. On a
+     * connection failure it returns the error, marks every posted transfer FAILED, and the error sticks;
+     * the connection is shut down, so that the peer fails too instead of waiting for it. */
     chorus_result_t (*progress)(transport_conn_t *conn, int *moved);
     /* The descriptor to poll when progress() moved nothing, and the events that would let it move
      * (POLLIN with a receive posted or the peer's close to notice, POLLOUT with a send queued). -1 if none. */
@@ -67,11 +69,12 @@ struct transport_conn {
 
 /* Tuning handed down at connection set-up (values come from the knobs; the transport reads no knob). */
 typedef struct transport_options {
-    size_t chunk_bytes;   /* largest single read/write: receivers see progress at this granularity */
+    size_t chunk_bytes;   /* largest single read/write: receivers see progress at this granularity; 0: no limit */
     size_t socket_buffer; /* SO_SNDBUF / SO_RCVBUF request; 0 keeps the kernel's */
 } transport_options_t;
 
-/* TCP: wrap a connected, authenticated stream socket. Takes ownership of fd (closed by close()). */
+/* TCP: wrap a connected, authenticated stream socket. Takes ownership of fd (closed by close(), or at once
+ * if this fails). */
 chorus_result_t tcp_conn_open(int fd, const transport_options_t *opt, transport_conn_t **conn_p);
 
 #endif

@@ -1,0 +1,414 @@
+/*
+ * TCP transport: one connected stream socket carries framed messages in each direction.
+ *
+ * Wire format, per message: a 16-byte little-endian frame header {u64 len; u32 tag; u32 magic} followed
+ * by len payload bytes. Payload goes straight between the socket and the caller's buffer (no staging
+ * copy); headers live in small arrays inside the connection.
+ *
+ * progress() moves at most chunk_bytes of payload per direction, so a receiver's `done` advances chunk by
+ * chunk and the layer above can reduce chunk k while chunk k+1 is still on the wire. Within that budget
+ * one sendmsg/recvmsg covers the headers and payloads of up to TCP_BATCH queued messages, so a burst of
+ * small messages costs one system call, not two per message.
+ *
+ * Receives are speculative: the payload of a posted receive is read together with its header, before the
+ * header is checked. That is safe because a header that does not match fails the connection for good
+ * (the stream position can no longer be trusted), and a failed receive promises nothing about its buffer.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "transport/transport.h"
+#include "util/log.h"
+#include "util/util.h"
+
+#define TCP_HDR_BYTES 16
+#define TCP_FRAME_MAGIC 0x43484f52u /* "CHOR": catches a stream that lost its framing */
+/* Messages covered by one socket call: two iovecs each, far below IOV_MAX. */
+#define TCP_BATCH 32
+
+typedef struct tcp_queue {
+    transport_xfer_t *head;
+    transport_xfer_t *tail;
+    /* Header bytes of `head` already moved (TCP_HDR_BYTES once, for a receive, it has been checked). */
+    size_t head_hdr_done;
+    /* The head's header; slots 1.. hold the headers of the rest of a batch during one socket call. */
+    unsigned char hdr[TCP_BATCH][TCP_HDR_BYTES];
+    struct iovec iov[2 * TCP_BATCH];
+} tcp_queue_t;
+
+typedef struct tcp_conn {
+    transport_conn_t base;
+    int fd;
+    size_t chunk_bytes;
+    chorus_result_t err; /* sticky: once set, the connection is dead */
+    int sys_errno;
+    /* Bytes are waiting in the socket with no receive posted: polling for POLLIN would only spin. */
+    int unclaimed_input;
+    tcp_queue_t tx;
+    tcp_queue_t rx;
+} tcp_conn_t;
+
+static void tcp_hdr_encode(unsigned char *hdr, const transport_xfer_t *xfer)
+{
+    uint64_t len = htole64((uint64_t)xfer->len);
+    uint32_t tag = htole32(xfer->tag);
+    uint32_t magic = htole32(TCP_FRAME_MAGIC);
+    memcpy(hdr, &len, 8);
+    memcpy(hdr + 8, &tag, 4);
+    memcpy(hdr + 12, &magic, 4);
+}
+
+static void tcp_queue_push(tcp_queue_t *q, transport_xfer_t *xfer)
+{
+    xfer->next = NULL;
+    if (q->tail)
+        q->tail->next = xfer;
+    else
+        q->head = xfer;
+    q->tail = xfer;
+}
+
+/* Completion hands the transfer back to the caller, so unlink it before publishing its state. */
+static void tcp_queue_pop_done(tcp_queue_t *q)
+{
+    transport_xfer_t *xfer = q->head;
+    q->head = xfer->next;
+    if (!q->head) q->tail = NULL;
+    q->head_hdr_done = 0;
+    xfer->state = XFER_DONE;
+}
+
+static void tcp_queue_fail(tcp_queue_t *q, chorus_result_t err, int sys_errno)
+{
+    transport_xfer_t *xfer = q->head;
+    q->head = q->tail = NULL;
+    while (xfer) {
+        transport_xfer_t *next = xfer->next;
+        xfer->err = err;
+        xfer->sys_errno = sys_errno;
+        xfer->state = XFER_FAILED;
+        xfer = next;
+    }
+}
+
+/* Shutting the socket down tells the peer at once, instead of leaving it to wait for bytes that will
+ * never come. */
+static chorus_result_t tcp_fail(tcp_conn_t *conn, chorus_result_t err, int sys_errno)
+{
+    conn->err = err;
+    conn->sys_errno = sys_errno;
+    tcp_queue_fail(&conn->tx, err, sys_errno);
+    tcp_queue_fail(&conn->rx, err, sys_errno);
+    shutdown(conn->fd, SHUT_RDWR);
+    return err;
+}
+
+/* Errors that mean the peer or the path to it went away are REMOTE; anything else is our own failure. */
+static chorus_result_t tcp_fail_errno(tcp_conn_t *conn, int e, const char *what)
+{
+    switch (e) {
+    case EPIPE:
+    case ECONNRESET:
+    case ECONNABORTED:
+    case ECONNREFUSED:
+    case ENOTCONN:
+    case ETIMEDOUT:
+    case EHOSTUNREACH:
+    case EHOSTDOWN:
+    case ENETUNREACH:
+    case ENETDOWN:
+    case ENETRESET:
+        LOG_WARN(LOG_SUB_NET, "tcp: fd %d: %s: peer lost: %s", conn->fd, what, strerror(e));
+        return tcp_fail(conn, CHORUS_ERR_REMOTE, e);
+    default:
+        LOG_WARN(LOG_SUB_NET, "tcp: fd %d: %s failed: %s", conn->fd, what, strerror(e));
+        return tcp_fail(conn, CHORUS_ERR_SYSTEM, e);
+    }
+}
+
+static chorus_result_t tcp_fail_eof(tcp_conn_t *conn)
+{
+    LOG_INFO(LOG_SUB_NET, "tcp: fd %d: closed by the peer", conn->fd);
+    return tcp_fail(conn, CHORUS_ERR_REMOTE, 0);
+}
+
+/*
+ * Describe the front of queue q as iovecs: each message's unsent header bytes, then its payload, while
+ * the payload budget lasts. A message cut short by the budget ends the batch, because whatever follows
+ * it on the wire is its own remaining payload. Returns the iovec count.
+ */
+static int tcp_queue_gather(tcp_queue_t *q, size_t budget, int encode_hdrs)
+{
+    int niov = 0;
+    int slot = 0;
+    for (transport_xfer_t *xfer = q->head; xfer && slot < TCP_BATCH; xfer = xfer->next, slot++) {
+        size_t hdr_done = slot == 0 ? q->head_hdr_done : 0;
+        size_t left = xfer->len - xfer->done;
+        if (slot > 0 && budget == 0) break;
+        if (hdr_done < TCP_HDR_BYTES) {
+            if (encode_hdrs) tcp_hdr_encode(q->hdr[slot], xfer);
+            q->iov[niov++] = (struct iovec){q->hdr[slot] + hdr_done, TCP_HDR_BYTES - hdr_done};
+        }
+        if (left == 0) continue;
+        size_t take = CHORUS_MIN(left, budget);
+        q->iov[niov++] = (struct iovec){(char *)xfer->buf + xfer->done, take};
+        budget -= take;
+        if (take < left) break;
+    }
+    return niov;
+}
+
+static size_t tcp_iov_bytes(const struct iovec *iov, int niov)
+{
+    size_t n = 0;
+    for (int i = 0; i < niov; i++) n += iov[i].iov_len;
+    return n;
+}
+
+/* One sendmsg over the front of the send queue, within *budget bytes of payload (reduced by what moved).
+ * *more is cleared when the socket is full, the budget spent or the queue empty. */
+static chorus_result_t tcp_send_once(tcp_conn_t *conn, size_t *budget, int *moved, int *more)
+{
+    tcp_queue_t *q = &conn->tx;
+    int niov = tcp_queue_gather(q, *budget, 1);
+    struct msghdr msg = {.msg_iov = q->iov, .msg_iovlen = (size_t)niov};
+    ssize_t n = SYSCALL_RETRY(sendmsg(conn->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT));
+    if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            *more = 0;
+            return CHORUS_SUCCESS;
+        }
+        return tcp_fail_errno(conn, errno, "send");
+    }
+    *moved = 1;
+    /* A short write means the socket buffer is full: asking again would only return EAGAIN. */
+    *more = (size_t)n == tcp_iov_bytes(q->iov, niov);
+    size_t left = (size_t)n;
+    while (q->head) {
+        transport_xfer_t *xfer = q->head;
+        size_t hdr = CHORUS_MIN(left, TCP_HDR_BYTES - q->head_hdr_done);
+        q->head_hdr_done += hdr;
+        left -= hdr;
+        size_t body = CHORUS_MIN(left, xfer->len - xfer->done);
+        xfer->done += body;
+        *budget -= body;
+        left -= body;
+        if (q->head_hdr_done < TCP_HDR_BYTES || xfer->done < xfer->len) break;
+        tcp_queue_pop_done(q);
+    }
+    if (!q->head || *budget == 0) *more = 0;
+    return CHORUS_SUCCESS;
+}
+
+static chorus_result_t tcp_check_hdr(tcp_conn_t *conn, transport_xfer_t *xfer, const unsigned char *hdr)
+{
+    uint64_t len;
+    uint32_t tag, magic;
+    memcpy(&len, hdr, 8);
+    memcpy(&tag, hdr + 8, 4);
+    memcpy(&magic, hdr + 12, 4);
+    len = le64toh(len);
+    tag = le32toh(tag);
+    magic = le32toh(magic);
+    if (magic == TCP_FRAME_MAGIC && len == (uint64_t)xfer->len && tag == xfer->tag) return CHORUS_SUCCESS;
+    xfer->peer_len = len;
+    xfer->peer_tag = tag;
+    if (magic != TCP_FRAME_MAGIC)
+        LOG_WARN(LOG_SUB_NET, "tcp: fd %d: bad frame magic 0x%08x: the stream lost its framing", conn->fd,
+                 magic);
+    else
+        LOG_WARN(LOG_SUB_NET, "tcp: fd %d: receive posted for %zu bytes tag %u, peer sent %llu bytes tag %u",
+                 conn->fd, xfer->len, xfer->tag, (unsigned long long)len, tag);
+    return tcp_fail(conn, CHORUS_ERR_MISMATCH, 0);
+}
+
+/* One recvmsg into the front of the receive queue (headers into the connection, payloads straight into
+ * the posted buffers), within *budget bytes of payload (reduced by what moved). *more is cleared when
+ * the socket is drained, the budget spent or the queue empty. */
+static chorus_result_t tcp_recv_once(tcp_conn_t *conn, size_t *budget, int *moved, int *more)
+{
+    tcp_queue_t *q = &conn->rx;
+    int niov = tcp_queue_gather(q, *budget, 0);
+    struct msghdr msg = {.msg_iov = q->iov, .msg_iovlen = (size_t)niov};
+    ssize_t n = SYSCALL_RETRY(recvmsg(conn->fd, &msg, MSG_DONTWAIT));
+    if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            *more = 0;
+            return CHORUS_SUCCESS;
+        }
+        return tcp_fail_errno(conn, errno, "recv");
+    }
+    if (n == 0) return tcp_fail_eof(conn);
+    *moved = 1;
+    conn->unclaimed_input = 0;
+    /* A short read means the socket is drained: asking again would only return EAGAIN. */
+    *more = (size_t)n == tcp_iov_bytes(q->iov, niov);
+    size_t left = (size_t)n;
+    for (int slot = 0; q->head && left > 0; slot++) {
+        transport_xfer_t *xfer = q->head;
+        size_t hdr = CHORUS_MIN(left, TCP_HDR_BYTES - q->head_hdr_done);
+        /* The batch's later headers land in their own slots; the one now at the head moves to slot 0. */
+        if (slot > 0) memcpy(q->hdr[0] + q->head_hdr_done, q->hdr[slot] + q->head_hdr_done, hdr);
+        q->head_hdr_done += hdr;
+        left -= hdr;
+        if (q->head_hdr_done < TCP_HDR_BYTES) break;
+        if (hdr > 0) CHECK(tcp_check_hdr(conn, xfer, q->hdr[0]));
+        size_t body = CHORUS_MIN(left, xfer->len - xfer->done);
+        xfer->done += body;
+        *budget -= body;
+        left -= body;
+        if (xfer->done < xfer->len) break;
+        tcp_queue_pop_done(q);
+    }
+    if (!q->head || *budget == 0) *more = 0;
+    return CHORUS_SUCCESS;
+}
+
+/* With nothing posted, look (without consuming) whether the peer closed, so that a dead peer is noticed
+ * by an idle connection too; a busy one learns it from its next send or receive. Data nobody asked for
+ * yet stays in the socket. */
+static chorus_result_t tcp_peek(tcp_conn_t *conn)
+{
+    char byte;
+    ssize_t n = SYSCALL_RETRY(recv(conn->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT));
+    if (n > 0) {
+        conn->unclaimed_input = 1;
+        return CHORUS_SUCCESS;
+    }
+    if (n == 0) return tcp_fail_eof(conn);
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return CHORUS_SUCCESS;
+    return tcp_fail_errno(conn, errno, "recv");
+}
+
+static chorus_result_t tcp_post(tcp_conn_t *conn, tcp_queue_t *q, transport_xfer_t *xfer)
+{
+    xfer->done = 0;
+    xfer->err = CHORUS_SUCCESS;
+    xfer->peer_len = 0;
+    xfer->peer_tag = 0;
+    xfer->sys_errno = 0;
+    if (conn->err != CHORUS_SUCCESS) {
+        xfer->err = conn->err;
+        xfer->sys_errno = conn->sys_errno;
+        xfer->state = XFER_FAILED;
+        return conn->err;
+    }
+    xfer->state = XFER_PENDING;
+    tcp_queue_push(q, xfer);
+    return CHORUS_SUCCESS;
+}
+
+static chorus_result_t tcp_post_send(transport_conn_t *base, transport_xfer_t *xfer)
+{
+    tcp_conn_t *conn = (tcp_conn_t *)base;
+    return tcp_post(conn, &conn->tx, xfer);
+}
+
+static chorus_result_t tcp_post_recv(transport_conn_t *base, transport_xfer_t *xfer)
+{
+    tcp_conn_t *conn = (tcp_conn_t *)base;
+    return tcp_post(conn, &conn->rx, xfer);
+}
+
+static chorus_result_t tcp_progress(transport_conn_t *base, int *moved)
+{
+    tcp_conn_t *conn = (tcp_conn_t *)base;
+    *moved = 0;
+    if (conn->err != CHORUS_SUCCESS) return conn->err;
+    /* At most one chunk of payload per direction and call: with a fast sender the socket never runs dry,
+     * and the caller must get each chunk as it lands (to reduce it while the next is on the wire). */
+    size_t send_budget = conn->chunk_bytes, recv_budget = conn->chunk_bytes;
+    int send_more = conn->tx.head != NULL;
+    int recv_more = conn->rx.head != NULL;
+    while (send_more || recv_more) {
+        if (send_more) CHECK(tcp_send_once(conn, &send_budget, moved, &send_more));
+        if (recv_more) CHECK(tcp_recv_once(conn, &recv_budget, moved, &recv_more));
+    }
+    if (!*moved && !conn->tx.head && !conn->rx.head && !conn->unclaimed_input) CHECK(tcp_peek(conn));
+    return CHORUS_SUCCESS;
+}
+
+static int tcp_poll_fd(transport_conn_t *base, short *events)
+{
+    tcp_conn_t *conn = (tcp_conn_t *)base;
+    *events = 0;
+    if (conn->err != CHORUS_SUCCESS) return -1;
+    /* Idle, POLLIN reports the peer's close (see tcp_peek). Not with unclaimed input: POLLIN would fire
+     * at once, forever, and a close behind that input can only be seen once a receive consumes it. A
+     * blocked send learns of a lost peer from POLLOUT, or from POLLERR/POLLHUP, which poll() always reports. */
+    if (conn->rx.head || (!conn->tx.head && !conn->unclaimed_input)) *events |= POLLIN;
+    if (conn->tx.head) *events |= POLLOUT;
+    return conn->fd;
+}
+
+static void tcp_close(transport_conn_t *base)
+{
+    tcp_conn_t *conn = (tcp_conn_t *)base;
+    close(conn->fd);
+    free(conn);
+}
+
+static const transport_ops_t tcp_ops = {
+    .name = "tcp",
+    .post_send = tcp_post_send,
+    .post_recv = tcp_post_recv,
+    .progress = tcp_progress,
+    .poll_fd = tcp_poll_fd,
+    .close = tcp_close,
+};
+
+static chorus_result_t tcp_setsockopt(int fd, int level, int name, int value, const char *what)
+{
+    if (setsockopt(fd, level, name, &value, sizeof(value)) == 0) return CHORUS_SUCCESS;
+    LOG_WARN(LOG_SUB_NET, "tcp: fd %d: setsockopt %s: %s", fd, what, strerror(errno));
+    return CHORUS_ERR_SYSTEM;
+}
+
+chorus_result_t tcp_conn_open(int fd, const transport_options_t *opt, transport_conn_t **conn_p)
+{
+    chorus_result_t res = CHORUS_ERR_SYSTEM;
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+        LOG_WARN(LOG_SUB_NET, "tcp: fd %d: cannot make it non-blocking: %s", fd, strerror(errno));
+        goto fail;
+    }
+    int domain = 0;
+    socklen_t domain_len = sizeof(domain);
+    if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &domain_len) < 0) {
+        LOG_WARN(LOG_SUB_NET, "tcp: fd %d: not a socket: %s", fd, strerror(errno));
+        goto fail;
+    }
+    /* Nagle would hold back the small frames collectives are made of; AF_UNIX has no such delay. */
+    if (domain == AF_INET || domain == AF_INET6)
+        CHECK_GOTO(tcp_setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, 1, "TCP_NODELAY"), res, fail);
+    if (opt->socket_buffer > 0) {
+        int bytes = (int)CHORUS_MIN(opt->socket_buffer, (size_t)INT_MAX);
+        CHECK_GOTO(tcp_setsockopt(fd, SOL_SOCKET, SO_SNDBUF, bytes, "SO_SNDBUF"), res, fail);
+        CHECK_GOTO(tcp_setsockopt(fd, SOL_SOCKET, SO_RCVBUF, bytes, "SO_RCVBUF"), res, fail);
+    }
+    tcp_conn_t *conn = calloc(1, sizeof(*conn));
+    if (!conn) {
+        res = CHORUS_ERR_NO_MEMORY;
+        goto fail;
+    }
+    conn->base.ops = &tcp_ops;
+    conn->fd = fd;
+    conn->chunk_bytes = opt->chunk_bytes > 0 ? opt->chunk_bytes : SIZE_MAX;
+    LOG_DEBUG(LOG_SUB_NET, "tcp: fd %d open, chunk %zu bytes, socket buffer %zu bytes", fd, opt->chunk_bytes,
+              opt->socket_buffer);
+    *conn_p = &conn->base;
+    return CHORUS_SUCCESS;
+fail:
+    close(fd);
+    return res;
+}
