@@ -169,7 +169,7 @@ chorus_result_t chorus_allreduce(const void *sendbuf, void *recvbuf, size_t coun
     CHECK(api_check_buf(comm, name, "recvbuf", recvbuf, bytes));
     CHECK(api_check_alias(comm, name, sendbuf, bytes, recvbuf, bytes, recvbuf));
     coll_args_t a = {COLL_ALLREDUCE, sendbuf, recvbuf, count, datatype, op, 0};
-    return coll_run(comm, &a, elem, count, 0);
+    return coll_run(comm, &a, elem, count, count);
 }
 
 chorus_result_t chorus_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, chorus_datatype_t datatype,
@@ -236,7 +236,7 @@ chorus_result_t chorus_reduce(const void *sendbuf, void *recvbuf, size_t count, 
         CHECK(api_check_alias(comm, name, sendbuf, bytes, recvbuf, bytes, recvbuf));
     }
     coll_args_t a = {COLL_REDUCE, sendbuf, recvbuf, count, datatype, op, root};
-    return coll_run(comm, &a, elem, count, 0);
+    return coll_run(comm, &a, elem, count, count);
 }
 
 chorus_result_t chorus_alltoall(const void *sendbuf, void *recvbuf, size_t count, chorus_datatype_t datatype,
