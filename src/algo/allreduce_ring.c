@@ -20,7 +20,7 @@ chorus_result_t allreduce_ring(prims_t *p, const coll_args_t *a)
     ring_layout_t layout = {a->recvbuf, a->count, n, red.elem};
     CHECK(ring_reduce_scatter(p, a->sendbuf, a->count, &red, 0, ring_out_inplace, &layout));
     size_t off, cnt;
-    prims_partition(a->count, n, ring_mod(prims_rank(p) + 1, n), &off, &cnt);
+    prims_partition(a->count, n, plan_mod(prims_rank(p) + 1, n), &off, &cnt);
     reduce_finish(layout.base + off * red.elem, cnt, a->dtype, a->op, n);
     return ring_allgather(p, a->recvbuf, a->count, red.elem, 1);
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "algo/algo.h"
+#include "algo/plan.h"
 #include "util/util.h"
 
 chorus_result_t alltoall_pairwise(prims_t *p, const coll_args_t *a)
@@ -25,7 +26,8 @@ chorus_result_t alltoall_pairwise(prims_t *p, const coll_args_t *a)
         memcpy(recv + (size_t)rank * block, send + (size_t)rank * block, block);
     }
     for (int s = 1; s < n; s++) {
-        int to = (rank + s) % n, from = (rank - s + n) % n;
+        int to, from;
+        plan_pairwise(rank, n, s, &to, &from);
         CHECK(prims_sendrecv(p, to, send + (size_t)to * block, block, from, recv + (size_t)from * block, block));
     }
     return CHORUS_SUCCESS;

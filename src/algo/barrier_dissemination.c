@@ -5,12 +5,17 @@
  * Steps: ceil(log2 p). Bytes: a zero-length message per round. Restrictions: none.
  */
 #include "algo/algo.h"
+#include "algo/plan.h"
 #include "util/util.h"
 
 chorus_result_t barrier_dissemination(prims_t *p, const coll_args_t *a)
 {
     (void)a;
     int rank = prims_rank(p), n = prims_nranks(p);
-    for (int d = 1; d < n; d *= 2) CHECK(prims_sendrecv(p, (rank + d) % n, NULL, 0, (rank - d + n) % n, NULL, 0));
+    for (int d = 1; d < n; d *= 2) {
+        int to, from;
+        plan_dissemination(rank, n, d, &to, &from);
+        CHECK(prims_sendrecv(p, to, NULL, 0, from, NULL, 0));
+    }
     return CHORUS_SUCCESS;
 }

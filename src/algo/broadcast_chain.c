@@ -9,14 +9,14 @@
 #include <string.h>
 
 #include "algo/algo.h"
+#include "algo/plan.h"
 
 chorus_result_t broadcast_chain(prims_t *p, const coll_args_t *a)
 {
     int rank = prims_rank(p), n = prims_nranks(p);
     size_t bytes = a->count * dtype_size(a->dtype);
-    int v = (rank - a->root + n) % n; /* position in the chain */
-    int prev = v == 0 ? -1 : (rank - 1 + n) % n;
-    int next = v == n - 1 ? -1 : (rank + 1) % n;
-    if (v == 0 && a->sendbuf != a->recvbuf) memcpy(a->recvbuf, a->sendbuf, bytes);
+    int prev, next;
+    plan_chain(rank, n, a->root, &prev, &next);
+    if (rank == a->root && a->sendbuf != a->recvbuf) memcpy(a->recvbuf, a->sendbuf, bytes);
     return prims_chain_copy(p, prev, next, a->recvbuf, bytes);
 }

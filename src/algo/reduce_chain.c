@@ -7,6 +7,7 @@
  * work per rank: n. Restrictions: none.
  */
 #include "algo/algo.h"
+#include "algo/plan.h"
 #include "util/util.h"
 
 chorus_result_t reduce_chain(prims_t *p, const coll_args_t *a)
@@ -14,9 +15,8 @@ chorus_result_t reduce_chain(prims_t *p, const coll_args_t *a)
     int rank = prims_rank(p), n = prims_nranks(p);
     prims_reduce_t red = algo_reduction(a);
     size_t bytes = a->count * red.elem;
-    int v = (rank - a->root - 1 + 2 * n) % n; /* position in the chain; the root is last */
-    int prev = v == 0 ? -1 : (rank - 1 + n) % n;
-    int next = v == n - 1 ? -1 : (rank + 1) % n;
+    int prev, next;
+    plan_chain(rank, n, a->root + 1, &prev, &next); /* the root is last */
     void *dst = a->recvbuf;
     if (next >= 0 && prev >= 0) CHECK(prims_scratch(p, 1, bytes ? bytes : 1, &dst));
     CHECK(prims_chain_reduce(p, prev, next, a->sendbuf, dst, bytes, &red));

@@ -6,16 +6,15 @@ chorus_result_t ring_reduce_scatter(prims_t *p, const char *send, size_t count, 
                                     ring_out_fn out, void *ctx)
 {
     int rank = prims_rank(p), n = prims_nranks(p);
-    int right = ring_mod(rank + 1, n), left = ring_mod(rank - 1, n);
     size_t elem = red->elem;
     for (int s = 0; s < n - 1; s++) {
-        int sblk = ring_mod(rank + shift - s, n), rblk = ring_mod(rank + shift - s - 1, n);
+        plan_ring_step_t st = plan_ring(rank, n, shift, s);
         size_t soff, scnt, roff, rcnt;
-        prims_partition(count, n, sblk, &soff, &scnt);
-        prims_partition(count, n, rblk, &roff, &rcnt);
-        const char *src = s == 0 ? send + soff * elem : out(ctx, sblk, s - 1);
-        CHECK(prims_sendrecv_reduce(p, right, src, scnt * elem, left, send + roff * elem, out(ctx, rblk, s),
-                                    rcnt * elem, red));
+        prims_partition(count, n, st.send_block, &soff, &scnt);
+        prims_partition(count, n, st.recv_block, &roff, &rcnt);
+        const char *src = s == 0 ? send + soff * elem : out(ctx, st.send_block, s - 1);
+        CHECK(prims_sendrecv_reduce(p, st.right, src, scnt * elem, st.left, send + roff * elem,
+                                    out(ctx, st.recv_block, s), rcnt * elem, red));
     }
     return CHORUS_SUCCESS;
 }
@@ -23,12 +22,12 @@ chorus_result_t ring_reduce_scatter(prims_t *p, const char *send, size_t count, 
 chorus_result_t ring_allgather(prims_t *p, char *buf, size_t count, size_t elem, int shift)
 {
     int rank = prims_rank(p), n = prims_nranks(p);
-    int right = ring_mod(rank + 1, n), left = ring_mod(rank - 1, n);
     for (int s = 0; s < n - 1; s++) {
+        plan_ring_step_t st = plan_ring(rank, n, shift, s);
         size_t soff, scnt, roff, rcnt;
-        prims_partition(count, n, ring_mod(rank + shift - s, n), &soff, &scnt);
-        prims_partition(count, n, ring_mod(rank + shift - s - 1, n), &roff, &rcnt);
-        CHECK(prims_sendrecv(p, right, buf + soff * elem, scnt * elem, left, buf + roff * elem, rcnt * elem));
+        prims_partition(count, n, st.send_block, &soff, &scnt);
+        prims_partition(count, n, st.recv_block, &roff, &rcnt);
+        CHECK(prims_sendrecv(p, st.right, buf + soff * elem, scnt * elem, st.left, buf + roff * elem, rcnt * elem));
     }
     return CHORUS_SUCCESS;
 }

@@ -3,6 +3,7 @@
 #ifndef CHORUS_RING_H
 #define CHORUS_RING_H
 
+#include "algo/plan.h"
 #include "algo/prims.h"
 
 /* Where the reduced block `block` received at ring step `step` is stored (send + offset for in-place
@@ -27,7 +28,5 @@ typedef struct ring_layout {
     size_t elem;
 } ring_layout_t;
 char *ring_out_inplace(void *ctx, int block, int step);
-
-static inline int ring_mod(int x, int p) { return ((x % p) + p) % p; }
 
 #endif
