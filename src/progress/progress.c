@@ -1,6 +1,7 @@
 #include "progress.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -69,7 +70,11 @@ chorus_result_t progress_run(progress_engine_t *pe, progress_step_fn step, void 
             continue;
         }
         if (atomic_load_explicit(&pe->aborted, memory_order_relaxed)) return CHORUS_ERR_ABORTED;
-        if (++idle_turns < pe->spin_count) continue;
+        /* Yield while spinning: with more ranks than cores, the peer we wait for may need this core. */
+        if (++idle_turns < pe->spin_count) {
+            sched_yield();
+            continue;
+        }
         if (time_now_ns() >= deadline_ns) return CHORUS_ERR_TIMEOUT;
         CHECK(progress_block(pe, conns, nconns, time_left_ms(deadline_ns, PROGRESS_POLL_CAP_MS)));
     }

@@ -6,6 +6,9 @@
  * peer's data is often microseconds away) and then blocks in poll() on the descriptors of the
  * connections involved and on the engine's wake descriptor. Every wait has a deadline and checks the
  * abort flag, which another thread may raise at any time (progress_abort), waking a blocked waiter at once.
+ * Spinning yields the processor each turn: users run more ranks than cores, and a rank that spins
+ * without yielding starves the very peer it waits for (4 ranks on 2 cores: 2 ms per tiny AllReduce
+ * instead of 0.17 ms).
  *
  * The loop, each turn:  step  ->  done? return  ->  moved? go again  ->  spin budget left? go again
  *                       ->  aborted? ABORTED  ->  past the deadline? TIMEOUT  ->  poll(fds, wake, <=100 ms)
