@@ -18,6 +18,7 @@
 
 #define BOOTSTRAP_PROTOCOL_VERSION 1
 #define BOOTSTRAP_HOST_BYTES 64
+#define BOOTSTRAP_HOSTID_BYTES 64
 
 /* Everything bootstrap needs from the knobs (the caller fills it; bootstrap reads no environment). */
 typedef struct bootstrap_options {
@@ -25,12 +26,14 @@ typedef struct bootstrap_options {
     int64_t handshake_timeout_ms; /* per connection */
     const char *ifname;           /* CHORUS_SOCKET_IFNAME syntax; "" for the default choice */
     const char *family;           /* "", "AF_INET", "4", "AF_INET6", "6" */
+    const char *hostid;           /* this rank's host identity (platform/host.h), shared with every rank */
 } bootstrap_options_t;
 
 /* What every rank learns about every other. */
 typedef struct bootstrap_peer_info {
     struct sockaddr_storage addr; /* where it listens for peer connections */
     char host[BOOTSTRAP_HOST_BYTES]; /* hostname, for messages */
+    char hostid[BOOTSTRAP_HOSTID_BYTES]; /* equal for ranks that can share memory */
     int pid;
 } bootstrap_peer_info_t;
 
@@ -53,6 +56,9 @@ chorus_result_t bootstrap_init(const chorus_unique_id_t *id, int rank, int nrank
                                bootstrap_t **bs_p, char *err, size_t errlen);
 chorus_result_t bootstrap_connect_mesh(bootstrap_t *bs, int *fds, char *err, size_t errlen);
 const bootstrap_peer_info_t *bootstrap_peer(const bootstrap_t *bs, int rank);
+/* A name for a shared-memory segment between ranks a and b (order does not matter), derived from the
+ * communicator's secret so that no other communicator or user can guess it: "/chorus-<32 hex digits>". */
+chorus_result_t bootstrap_shm_name(const bootstrap_t *bs, int a, int b, char *name, size_t len);
 void bootstrap_close(bootstrap_t *bs);
 
 #endif

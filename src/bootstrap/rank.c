@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "bootstrap/dial.h"
+#include "bootstrap/handshake.h"
 #include "bootstrap/wire.h"
 #include "platform/socket.h"
 #include "util/log.h"
@@ -159,6 +160,7 @@ chorus_result_t bootstrap_init(const chorus_unique_id_t *id, int rank, int nrank
     CHECK_GOTO(sock_find_interface(opt->ifname, opt->family, &local, err, errlen), res, fail);
     CHECK_GOTO(sock_listen(&local, SOMAXCONN, &bs->listen_fd, &me.addr, err, errlen), res, fail);
     gethostname(me.host, sizeof(me.host) - 1);
+    snprintf(me.hostid, sizeof(me.hostid), "%s", opt->hostid ? opt->hostid : "");
     me.pid = (int)getpid();
     CHECK_GOTO(rank_rendezvous(bs, &me, err, errlen), res, fail);
 
@@ -184,4 +186,17 @@ void bootstrap_close(bootstrap_t *bs)
     free(bs->peers);
     OPENSSL_cleanse(&bs->secret, sizeof(bs->secret));
     free(bs);
+}
+
+chorus_result_t bootstrap_shm_name(const bootstrap_t *bs, int a, int b, char *name, size_t len)
+{
+    uint8_t msg[16] = "chorus shm";
+    wire_put32(msg + 8, (uint32_t)(a < b ? a : b));
+    wire_put32(msg + 12, (uint32_t)(a < b ? b : a));
+    uint8_t mac[HANDSHAKE_MAC_BYTES];
+    CHECK(handshake_hmac(bs->secret.key, msg, sizeof(msg), mac));
+    if (len < 8 + 32 + 1) return CHORUS_ERR_INVALID_ARGUMENT;
+    int n = snprintf(name, len, "/chorus-");
+    for (int i = 0; i < 16; i++) n += snprintf(name + n, len - (size_t)n, "%02x", mac[i]);
+    return CHORUS_SUCCESS;
 }

@@ -54,6 +54,9 @@ void bootstrap_put_peer(uint8_t *p, const bootstrap_peer_info_t *info)
     wire_put32(p + BOOTSTRAP_ADDR_BYTES, (uint32_t)info->pid);
     memset(p + BOOTSTRAP_ADDR_BYTES + 4, 0, BOOTSTRAP_HOST_BYTES);
     memcpy(p + BOOTSTRAP_ADDR_BYTES + 4, info->host, strnlen(info->host, BOOTSTRAP_HOST_BYTES - 1));
+    uint8_t *id = p + BOOTSTRAP_ADDR_BYTES + 4 + BOOTSTRAP_HOST_BYTES;
+    memset(id, 0, BOOTSTRAP_HOSTID_BYTES);
+    memcpy(id, info->hostid, strnlen(info->hostid, BOOTSTRAP_HOSTID_BYTES - 1));
 }
 
 chorus_result_t bootstrap_get_peer(const uint8_t *p, bootstrap_peer_info_t *info_p)
@@ -64,6 +67,7 @@ chorus_result_t bootstrap_get_peer(const uint8_t *p, bootstrap_peer_info_t *info
     info.pid = (int)wire_get32(p + BOOTSTRAP_ADDR_BYTES);
     /* The sender's host name is not trusted to be terminated. */
     memcpy(info.host, p + BOOTSTRAP_ADDR_BYTES + 4, BOOTSTRAP_HOST_BYTES - 1);
+    memcpy(info.hostid, p + BOOTSTRAP_ADDR_BYTES + 4 + BOOTSTRAP_HOST_BYTES, BOOTSTRAP_HOSTID_BYTES - 1);
     *info_p = info;
     return CHORUS_SUCCESS;
 }

@@ -12,7 +12,8 @@
  *   REPLY  u32 magic, u32 kind, u32 code, u32 count, then
  *          kind TABLE: count = nranks peer entries, in rank order
  *          kind ERROR: count bytes of message text (no NUL); code is the chorus_result_t for the rank
- * Peer entry: address (BOOTSTRAP_ADDR_BYTES), u32 pid, host name (BOOTSTRAP_HOST_BYTES, NUL-padded).
+ * Peer entry: address (BOOTSTRAP_ADDR_BYTES), u32 pid, host name (BOOTSTRAP_HOST_BYTES, NUL-padded), host
+ * identity (BOOTSTRAP_HOSTID_BYTES, NUL-padded).
  * Address: u16 family (4 or 6), u16 port, u32 IPv6 scope id, 16 address bytes (IPv4 in the first 4).
  */
 #ifndef CHORUS_BOOTSTRAP_WIRE_H
@@ -27,7 +28,7 @@
 #define BOOTSTRAP_MAGIC 0x524f4843u /* "CHOR" in the little-endian byte stream */
 #define BOOTSTRAP_SECRET_BYTES 16
 #define BOOTSTRAP_ADDR_BYTES 24
-#define BOOTSTRAP_ENTRY_BYTES (BOOTSTRAP_ADDR_BYTES + 4 + BOOTSTRAP_HOST_BYTES)
+#define BOOTSTRAP_ENTRY_BYTES (BOOTSTRAP_ADDR_BYTES + 4 + BOOTSTRAP_HOST_BYTES + BOOTSTRAP_HOSTID_BYTES)
 #define BOOTSTRAP_REPLY_HEADER_BYTES 16
 #define BOOTSTRAP_REPLY_TEXT_MAX 4096
 /* Bounds what one rank's report can make the root allocate. */

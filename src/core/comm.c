@@ -9,6 +9,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "core/comm_info.h"
+#include "platform/host.h"
 #include "util/log.h"
 #include "util/util.h"
 
@@ -45,8 +46,10 @@ static void comm_free(chorus_comm_t comm)
     free(comm);
 }
 
-static void comm_bootstrap_options(const chorus_comm_t comm, bootstrap_options_t *opt)
+static void comm_bootstrap_options(const chorus_comm_t comm, bootstrap_options_t *opt, char *hostid, size_t len)
 {
+    host_identity(comm->params.hostid, hostid, len);
+    opt->hostid = hostid;
     opt->connect_timeout_ms = comm->params.connect_timeout;
     opt->handshake_timeout_ms = comm->params.handshake_timeout;
     opt->ifname = comm->params.socket_ifname;
@@ -57,7 +60,8 @@ static void comm_bootstrap_options(const chorus_comm_t comm, bootstrap_options_t
 static chorus_result_t comm_connect(chorus_comm_t comm, const chorus_unique_id_t *id)
 {
     bootstrap_options_t opt;
-    comm_bootstrap_options(comm, &opt);
+    char hostid[HOST_ID_BYTES];
+    comm_bootstrap_options(comm, &opt, hostid, sizeof(hostid));
     bootstrap_t *bs = NULL;
     int *fds = NULL;
     chorus_result_t res = bootstrap_init(id, comm->rank, comm->nranks, &opt, &bs, comm->last_error, COMM_ERROR_BYTES);
@@ -74,7 +78,7 @@ static chorus_result_t comm_connect(chorus_comm_t comm, const chorus_unique_id_t
         const bootstrap_peer_info_t *info = bootstrap_peer(bs, i);
         snprintf(comm->hosts[i], PRIMS_HOST_BYTES, "%.40s pid %d", info->host, info->pid);
         int same = 0;
-        for (int j = 0; j < i && !same; j++) same = strcmp(info->host, bootstrap_peer(bs, j)->host) == 0;
+        for (int j = 0; j < i && !same; j++) same = strcmp(info->hostid, bootstrap_peer(bs, j)->hostid) == 0;
         comm->nhosts += !same;
         if (i == comm->rank) continue;
         res = tcp_conn_open(fds[i], &topt, &comm->conns[i]);

@@ -39,7 +39,7 @@ int main(void)
     EXPECT_ERR(chorus_send(buf, 4, chorus_float32, n + 3, comm, NULL), INV, "peer");
     EXPECT_ERR(chorus_recv(buf, 4, chorus_float32, rank, comm, NULL), INV, "peer");
     EXPECT_ERR(chorus_allgather(buf, NULL, 4, chorus_float32, comm, NULL), INV, "recvbuf");
-    EXPECT_ERR(chorus_alltoall(buf, out, SIZE_MAX / 8, chorus_float32, comm, NULL), INV, "count");
+    EXPECT_ERR(chorus_alltoall(buf, out, SIZE_MAX / 2, chorus_float32, comm, NULL), INV, "count");
     EXPECT_ERR(chorus_reduce_scatter(NULL, out, 4, chorus_float32, chorus_sum, comm, NULL), INV, "sendbuf");
     EXPECT_ERR(chorus_barrier(comm, (chorus_stream_t)buf), CHORUS_ERR_NOT_SUPPORTED, "stream");
     TEST_ASSERT(chorus_allreduce(NULL, NULL, 0, chorus_float32, chorus_sum, comm, NULL) == CHORUS_SUCCESS,

@@ -1,0 +1,14 @@
+/* Host identity: which ranks share a machine (and so can share memory). */
+#ifndef CHORUS_HOST_H
+#define CHORUS_HOST_H
+
+#include <stddef.h>
+
+#define HOST_ID_BYTES 64
+
+/* "<hostname>-<16 hex digits>": the digits hash the host name, the kernel's boot id and the network
+ * namespace, so two containers or namespaces on one kernel get different ids, and a rebooted machine a new
+ * one. A non-empty override (CHORUS_HOSTID) is used as is (truncated to HOST_ID_BYTES - 1). */
+void host_identity(const char *override, char *out, size_t len);
+
+#endif
