@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "bootstrap/bootstrap.h"
@@ -56,6 +57,69 @@ static void comm_bootstrap_options(const chorus_comm_t comm, bootstrap_options_t
     opt->family = comm->params.socket_family;
 }
 
+static int comm_same_host(const bootstrap_t *bs, int a, int b)
+{
+    return strcmp(bootstrap_peer(bs, a)->hostid, bootstrap_peer(bs, b)->hostid) == 0;
+}
+
+/* One shared-memory segment per pair of ranks on a host: warn once per host (from its lowest rank) when
+ * /dev/shm cannot hold them all, naming the size needed; the pairs that do not fit fall back to TCP. */
+static void comm_check_shm_space(chorus_comm_t comm, const bootstrap_t *bs)
+{
+    if (comm->params.transport[0] && strcmp(comm->params.transport, "auto") != 0) return;
+    int local = 0, lowest = comm->rank;
+    for (int i = 0; i < comm->nranks; i++)
+        if (comm_same_host(bs, i, comm->rank)) {
+            local++;
+            lowest = CHORUS_MIN(lowest, i);
+        }
+    if (local < 2 || lowest != comm->rank) return;
+    uint64_t need = (uint64_t)local * (uint64_t)(local - 1) / 2 * (2 * (uint64_t)comm->params.shm_ring_size + 8192);
+    struct statvfs st;
+    if (statvfs("/dev/shm", &st) != 0) return;
+    uint64_t avail = (uint64_t)st.f_bavail * st.f_frsize;
+    if (avail < need)
+        LOG_WARN(LOG_SUB_SHM, "/dev/shm has %llu MiB free; %d ranks on this host need %llu MiB for shared memory "
+                 "(CHORUS_SHM_RING_SIZE=%lld per direction and pair): pairs that do not fit use TCP. Enlarge "
+                 "/dev/shm (docker --shm-size) or lower CHORUS_SHM_RING_SIZE",
+                 (unsigned long long)(avail >> 20), local, (unsigned long long)((need + (1 << 20) - 1) >> 20),
+                 (long long)comm->params.shm_ring_size);
+}
+
+/* The transport to one peer: shared memory when it shares this host (and CHORUS_TRANSPORT allows), proven
+ * to work by shm_conn_open's token exchange; TCP otherwise or when that fails. Takes ownership of fd. */
+static chorus_result_t comm_open_transport(chorus_comm_t comm, const bootstrap_t *bs, int peer, int fd)
+{
+    transport_options_t topt = {.chunk_bytes = (size_t)comm->params.chunk_size,
+                                .socket_buffer = (size_t)comm->params.socket_buffer,
+                                .shm_ring_bytes = (size_t)comm->params.shm_ring_size,
+                                .shm_setup_timeout_ms = comm->params.connect_timeout};
+    const char *mode = comm->params.transport;
+    if (strcmp(mode, "tcp") != 0 && comm_same_host(bs, peer, comm->rank)) {
+        char name[64], why[256] = "";
+        chorus_result_t res = bootstrap_shm_name(bs, comm->rank, peer, name, sizeof(name));
+        if (res == CHORUS_SUCCESS)
+            res = shm_conn_open(fd, name, comm->rank < peer, &topt, &comm->conns[peer], why, sizeof(why));
+        if (res == CHORUS_SUCCESS) {
+            comm->nshm++;
+            LOG_INFO(LOG_SUB_INIT, "rank %d (%s) via shm", peer, comm->hosts[peer]);
+            return CHORUS_SUCCESS;
+        }
+        if (res != CHORUS_ERR_NOT_SUPPORTED) {
+            close(fd);
+            return comm_error(comm, res, "init: shared-memory set-up with rank %d (%s) failed: %s", peer,
+                              comm->hosts[peer], why);
+        }
+        if (!comm->shm_fallback_logged++)
+            LOG_INFO(LOG_SUB_SHM, "shared memory with rank %d unavailable (%s); using TCP", peer, why);
+    }
+    chorus_result_t res = tcp_conn_open(fd, &topt, &comm->conns[peer]);
+    if (res != CHORUS_SUCCESS) return comm_error(comm, res, "init: cannot set up the connection to rank %d", peer);
+    comm->ntcp++;
+    LOG_INFO(LOG_SUB_INIT, "rank %d (%s) via tcp", peer, comm->hosts[peer]);
+    return CHORUS_SUCCESS;
+}
+
 /* Rendezvous, mesh, and one transport connection per peer. */
 static chorus_result_t comm_connect(chorus_comm_t comm, const chorus_unique_id_t *id)
 {
@@ -72,22 +136,20 @@ static chorus_result_t comm_connect(chorus_comm_t comm, const chorus_unique_id_t
         goto out;
     }
     CHECK_GOTO(bootstrap_connect_mesh(bs, fds, comm->last_error, COMM_ERROR_BYTES), res, out);
-    transport_options_t topt = {.chunk_bytes = (size_t)comm->params.chunk_size,
-                                .socket_buffer = (size_t)comm->params.socket_buffer};
     for (int i = 0; i < comm->nranks; i++) {
         const bootstrap_peer_info_t *info = bootstrap_peer(bs, i);
         snprintf(comm->hosts[i], PRIMS_HOST_BYTES, "%.40s pid %d", info->host, info->pid);
         int same = 0;
         for (int j = 0; j < i && !same; j++) same = strcmp(info->hostid, bootstrap_peer(bs, j)->hostid) == 0;
         comm->nhosts += !same;
+    }
+    comm_check_shm_space(comm, bs);
+    /* Peers in increasing rank order: shared-memory set-up is a blocking exchange per pair, and a common
+     * order of pairs cannot deadlock. */
+    for (int i = 0; i < comm->nranks; i++) {
         if (i == comm->rank) continue;
-        res = tcp_conn_open(fds[i], &topt, &comm->conns[i]);
+        CHECK_GOTO(comm_open_transport(comm, bs, i, fds[i]), res, out);
         fds[i] = -1;
-        if (res != CHORUS_SUCCESS) {
-            comm_error(comm, res, "init: cannot set up the connection to rank %d", i);
-            goto out;
-        }
-        LOG_INFO(LOG_SUB_INIT, "rank %d (%s) via tcp", i, comm->hosts[i]);
     }
 out:
     if (fds && res != CHORUS_SUCCESS)
@@ -215,7 +277,8 @@ chorus_result_t chorus_comm_size(chorus_comm_t comm, int *nranks_p)
 
 void comm_describe(chorus_comm_t comm, char *buf, size_t len)
 {
-    snprintf(buf, len, "hosts %d, transport %s", comm->nhosts, comm->nranks > 1 ? "tcp" : "none");
+    const char *t = comm->nshm && comm->ntcp ? "shm+tcp" : comm->nshm ? "shm" : comm->ntcp ? "tcp" : "none";
+    snprintf(buf, len, "hosts %d, transport %s", comm->nhosts, t);
 }
 
 chorus_result_t chorus_get_unique_id(chorus_unique_id_t *id_p)

@@ -14,6 +14,8 @@ struct chorus_comm {
     int rank;
     int nranks;
     int nhosts;
+    int nshm, ntcp;           /* peers reached through each transport */
+    int shm_fallback_logged;
     chorus_params_t params;
     transport_conn_t **conns; /* by rank; NULL for this rank */
     char (*hosts)[PRIMS_HOST_BYTES];

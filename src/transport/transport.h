@@ -56,7 +56,11 @@ typedef struct transport_ops {
      * the connection is shut down, so that the peer fails too instead of waiting for it. */
     chorus_result_t (*progress)(transport_conn_t *conn, int *moved);
     /* The descriptor to poll when progress() moved nothing, and the events that would let it move
-     * (POLLIN with a receive posted or the peer's close to notice, POLLOUT with a send queued). -1 if none. */
+     * (POLLIN with a receive posted or the peer's close to notice, POLLOUT with a send queued). -1 if none.
+     * It is the transport's "about to sleep" hook: call it right before each poll() and progress() after
+     * each poll() returns. A transport that finds, while preparing to sleep, that progress() could move
+     * bytes after all asks for an event that is ready at once (shm: POLLOUT on its doorbell), so a
+     * wake-up that raced with the preparation is never lost. */
     int (*poll_fd)(transport_conn_t *conn, short *events);
     /* Close the connection; pending transfers are abandoned (left PENDING, owned by the caller again). */
     void (*close)(transport_conn_t *conn);
@@ -71,10 +75,24 @@ struct transport_conn {
 typedef struct transport_options {
     size_t chunk_bytes;   /* largest single read/write: receivers see progress at this granularity; 0: no limit */
     size_t socket_buffer; /* SO_SNDBUF / SO_RCVBUF request; 0 keeps the kernel's */
+    size_t shm_ring_bytes; /* shm: ring per direction, rounded up to whole pages (the creator's value rules) */
+    int64_t shm_setup_timeout_ms; /* shm: bound on the set-up exchange with the peer; 0: none */
 } transport_options_t;
 
 /* TCP: wrap a connected, authenticated stream socket. Takes ownership of fd (closed by close(), or at once
  * if this fails). */
 chorus_result_t tcp_conn_open(int fd, const transport_options_t *opt, transport_conn_t **conn_p);
+
+/* Shared memory with a peer on the same host. doorbell_fd is a connected, authenticated stream socket to
+ * that peer: it carries a short set-up exchange, then wakes a sleeping side, and its EOF or reset reports
+ * the peer's death. The creator (the caller says which side) makes the segment `name` ("/chorus-<hex>");
+ * the opener checks that the peer offers that name (NULL: takes the one offered). Blocks until both sides
+ * agree, or until opt->shm_setup_timeout_ms.
+ * SUCCESS: the connection owns doorbell_fd. NOT_SUPPORTED: both sides refused (err says why, e.g. too
+ * little room in /dev/shm); doorbell_fd is still the caller's and holds no stray byte, so both can fall
+ * back to tcp_conn_open on it. Any other error (REMOTE, TIMEOUT, SYSTEM): the exchange itself broke off;
+ * doorbell_fd is still the caller's, to close. */
+chorus_result_t shm_conn_open(int doorbell_fd, const char *name, int creator, const transport_options_t *opt,
+                              transport_conn_t **conn_p, char *err, size_t errlen);
 
 #endif

@@ -13,6 +13,7 @@ typedef enum {
     LOG_SUB_NET = 1 << 2,
     LOG_SUB_COLL = 1 << 3,
     LOG_SUB_ALGO = 1 << 4,
+    LOG_SUB_SHM = 1 << 5,
     LOG_SUB_ALL = 0xffff
 } log_subsys_t;
 

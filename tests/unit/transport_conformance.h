@@ -14,7 +14,8 @@
  * way (timed and printed), a thread driving the peer, the receiver's `done` watched to advance at most a
  * chunk per progress() call over final data; 1000 messages of mixed sizes posted at once and completed in
  * order; tag and length mismatch (MISMATCH with peer_len/peer_tag, sticky, and the peer told); a close
- * noticed while idle; the peer closing mid-transfer; the peer process killed mid-transfer (REMOTE, not a
+ * noticed while idle; messages sent before a close still delivered, even when received after the close
+ * was noticed; the peer closing mid-transfer; the peer process killed mid-transfer (REMOTE, not a
  * hang); close with transfers pending (run under valgrind to see it leak nothing).
  *
  * Every wait polls the descriptors poll_fd() names with a deadline and fails the check instead of hanging;
@@ -480,6 +481,46 @@ static void conf_test_idle_close(const conformance_factory_t *f)
     a->ops->close(a);
 }
 
+/* What the peer sent before it closed is still delivered (as the last message of a collective must be,
+ * when its sender goes on to destroy its communicator); only what comes after fails. */
+static void conf_test_close_after_send(const conformance_factory_t *f)
+{
+    enum { N = 3, LEN = 1000 };
+    transport_conn_t *a, *b;
+    if (!conf_pair(f, 256 << 10, 0, &a, &b)) return;
+    char out[N][LEN], in[N][LEN], late_in[8];
+    transport_xfer_t sx[N], rx[N + 1];
+    for (int i = 0; i < N; i++) {
+        conf_fill(out[i], LEN, 20 + (uint64_t)i);
+        sx[i] = conf_xfer(out[i], LEN, (uint32_t)i);
+        b->ops->post_send(b, &sx[i]);
+    }
+    TEST_ASSERT(conf_wait(b, NULL, sx, N), "sends never left before the close");
+    b->ops->close(b);
+    /* Let a idle a while first, so that it may notice the close before anything is posted. */
+    for (int turn = 0; turn < 3; turn++) {
+        int moved;
+        TEST_ASSERT(a->ops->progress(a, &moved) == CHORUS_SUCCESS, "unread messages, yet the connection failed");
+        short events = 0;
+        int fd = a->ops->poll_fd(a, &events);
+        struct pollfd pfd = {.fd = fd, .events = events};
+        poll(&pfd, fd >= 0, 20);
+    }
+    for (int i = 0; i < N; i++) {
+        rx[i] = conf_xfer(in[i], LEN, (uint32_t)i);
+        a->ops->post_recv(a, &rx[i]);
+    }
+    rx[N] = conf_xfer(late_in, sizeof(late_in), N);
+    a->ops->post_recv(a, &rx[N]);
+    TEST_ASSERT(conf_wait(a, NULL, rx, N + 1), "receives after the peer's close hung");
+    for (int i = 0; i < N; i++) {
+        CONF_EXPECT_DONE(rx[i]);
+        TEST_ASSERT(conf_check(in[i], LEN, 20 + (uint64_t)i) == SIZE_MAX, "message %d sent before the close differs", i);
+    }
+    CONF_EXPECT_FAILED(rx[N], CHORUS_ERR_REMOTE);
+    a->ops->close(a);
+}
+
 typedef struct conf_started {
     transport_xfer_t *xfers;
     int n;
@@ -620,6 +661,7 @@ static inline void conformance_run(const conformance_factory_t *f)
     conf_test_ordering(f);
     conf_test_mismatch(f);
     conf_test_idle_close(f);
+    conf_test_close_after_send(f);
     conf_test_close_mid_transfer(f);
     conf_test_peer_killed(f);
     conf_test_close_pending(f);
