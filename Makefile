@@ -1,10 +1,12 @@
 # Thin wrapper over CMake. `make` builds, `make test` builds and runs the suite, `make perf` runs the
-# AllReduce benchmark on 4 local ranks.
+# AllReduce benchmark on 4 local ranks, `make bench` compares Chorus with Open MPI, MPICH and Gloo side by
+# side (installing them first where missing; BENCH_FLAGS passes options to bench/compare, see
+# `bench/compare -h`), `make bench-tcp` the same over TCP.
 BUILD ?= build
 JOBS ?= $(shell nproc)
 PREFIX ?= /usr/local
 
-.PHONY: all build test perf install clean bench-tcp
+.PHONY: all build test perf install clean bench bench-tcp bench-peers bench-build
 
 all: build
 
@@ -20,8 +22,30 @@ test: build
 perf: build
 	$(BUILD)/tools/chorusrun -n 4 $(BUILD)/tools/chorus-perf allreduce -b 8 -e 256M -f 4
 
-bench-tcp: build
-	bench/compare-tcp.sh
+# The libraries bench/compare runs against, from Debian's packages.
+BENCH_PACKAGES = openmpi-bin libopenmpi-dev mpich libmpich-dev libgloo-dev
+SUDO = $(if $(filter 0,$(shell id -u)),,sudo)
+
+bench-peers:
+	@if ! command -v dpkg-query >/dev/null; then \
+	  echo "bench: no dpkg here; install Open MPI, MPICH and Gloo by hand to compare against them"; exit 0; fi; \
+	missing=; for p in $(BENCH_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -z "$$missing" ]; then echo "bench: peers installed ($(BENCH_PACKAGES))"; \
+	else echo "bench: installing$$missing: apt-get install -y$$missing"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y$$missing; fi
+
+# cmake runs again so that bench/ finds the peers just installed and builds their counterparts.
+bench-build: bench-peers
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=$(PREFIX)
+	cmake --build $(BUILD) -j $(JOBS)
+
+bench: bench-build
+	bench/compare -B $(BUILD) $(BENCH_FLAGS)
+
+bench-tcp: bench-build
+	bench/compare -B $(BUILD) --tcp $(BENCH_FLAGS)
 
 install: build
 	cmake --install $(BUILD)
