@@ -1,10 +1,12 @@
 /* chorus-perf: the nccl-tests-style benchmark over Chorus's public API. Run it under chorusrun:
- *     chorusrun -n 4 chorus-perf allreduce -b 8 -e 256M -f 4
- * The flags, rows and checks live in perf_common.c (shared with bench/mpi-perf); this file only maps
- * each call onto the API. */
+ *     chorusrun -n 4 chorus-perf allreduce -b 8 -e 256M -f 4 [-a rhd | -a all]
+ * The flags, rows and checks live in perf_common.c (shared with bench/mpi-perf); this file maps each
+ * call onto the API and applies -a through CHORUS_ALGO. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "algo/algo.h"
 #include "chorus/chorus.h"
 #include "core/comm_info.h"
 #include "perf_common.h"
@@ -18,8 +20,9 @@ typedef struct chorus_ctx {
 
 static void report(chorus_comm_t comm, const char *what, chorus_result_t res)
 {
+    const char *detail = chorus_comm_last_error(comm); /* NULL: why an init failed */
     fprintf(stderr, "chorus-perf: %s failed: %s: %s%s%s\n", what, chorus_result_name(res), chorus_strerror(res),
-            comm && *chorus_comm_last_error(comm) ? ": " : "", comm ? chorus_comm_last_error(comm) : "");
+            *detail ? ": " : "", detail);
 }
 
 /* Blocking send and recv on a NULL stream: if every rank sent first, large messages would deadlock. Even
@@ -102,6 +105,74 @@ static int print_params(void)
 static const char extra_usage[] = "       chorus-perf --params      print every CHORUS_* knob and its value\n"
                                   "       chorus-perf --params-md   print docs/env.md (the knob table)\n";
 
+/* -a: the algorithms to run, one block each. */
+static int algo_names(const perf_opts_t *o, const char **names, int max)
+{
+    if (strcmp(o->algo, "all") != 0) {
+        names[0] = o->algo;
+        return 1;
+    }
+    size_t n;
+    const algo_desc_t *t = algo_registry(&n);
+    int k = 0;
+    for (size_t i = 0; i < n && k < max; i++)
+        if (strcmp(coll_name(t[i].coll), perf_coll_name(o->coll)) == 0) names[k++] = t[i].name;
+    return k;
+}
+
+/* CHORUS_ALGO is read when a communicator is made, so each algorithm gets its own. */
+static void force_algo(perf_coll_t coll, const char *name)
+{
+    char value[256];
+    snprintf(value, sizeof(value), "%s:%s", perf_coll_name(coll), name);
+    setenv("CHORUS_ALGO", value, 1);
+}
+
+/* A new communicator over the same ranks, its unique id sent from rank 0 through the current one. */
+static chorus_result_t comm_again(chorus_ctx_t *x)
+{
+    chorus_unique_id_t id;
+    chorus_comm_t next;
+    chorus_result_t res = x->rank == 0 ? chorus_get_unique_id(&id) : CHORUS_SUCCESS;
+    if (res != CHORUS_SUCCESS) {
+        report(NULL, "chorus_get_unique_id", res);
+        return res;
+    }
+    res = chorus_broadcast(&id, &id, sizeof(id), chorus_uint8, 0, x->comm, NULL);
+    if (res != CHORUS_SUCCESS) {
+        report(x->comm, "broadcast of the unique id", res);
+        return res;
+    }
+    res = chorus_comm_init_rank(&next, x->nranks, id, x->rank);
+    if (res != CHORUS_SUCCESS) {
+        report(NULL, "chorus_comm_init_rank", res);
+        return res;
+    }
+    res = chorus_comm_destroy(x->comm);
+    x->comm = next;
+    if (res != CHORUS_SUCCESS) report(NULL, "chorus_comm_destroy", res);
+    return res;
+}
+
+static int run(const perf_opts_t *opts, chorus_ctx_t *x)
+{
+    char layout[128], description[192];
+    comm_describe(x->comm, layout, sizeof(layout));
+    int version = chorus_version();
+    snprintf(description, sizeof(description), "%s, Chorus %d.%d.%d", layout, version / 10000, version / 100 % 100,
+             version % 100);
+    perf_backend_t be = {
+        .rank = x->rank,
+        .nranks = x->nranks,
+        .description = description,
+        .ctx = x,
+        .run = chorus_run,
+        .allreduce_max_double = chorus_max_double,
+        .allreduce_sum_int64 = chorus_sum_int64,
+    };
+    return perf_main(opts, &be);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "--params") == 0) return print_params();
@@ -112,6 +183,13 @@ int main(int argc, char **argv)
     perf_opts_t opts;
     int rc = perf_parse_args(argc, argv, extra_usage, &opts);
     if (rc != 0) return rc > 0 ? 0 : 2;
+    const char *names[64] = {NULL};
+    int nnames = opts.algo ? algo_names(&opts, names, 64) : 1;
+    if (nnames == 0) {
+        fprintf(stderr, "chorus-perf: %s has no algorithms to choose among\n", perf_coll_name(opts.coll));
+        return 2;
+    }
+    if (names[0]) force_algo(opts.coll, names[0]);
 
     chorus_ctx_t x;
     chorus_result_t res = chorus_comm_init_from_env(&x.comm);
@@ -121,21 +199,17 @@ int main(int argc, char **argv)
     }
     chorus_comm_rank(x.comm, &x.rank);
     chorus_comm_size(x.comm, &x.nranks);
-    char layout[128], description[192];
-    comm_describe(x.comm, layout, sizeof(layout));
-    int version = chorus_version();
-    snprintf(description, sizeof(description), "%s, Chorus %d.%d.%d", layout, version / 10000, version / 100 % 100,
-             version % 100);
-    perf_backend_t be = {
-        .rank = x.rank,
-        .nranks = x.nranks,
-        .description = description,
-        .ctx = &x,
-        .run = chorus_run,
-        .allreduce_max_double = chorus_max_double,
-        .allreduce_sum_int64 = chorus_sum_int64,
-    };
-    rc = perf_main(&opts, &be);
+    for (int i = 0; rc == 0 && i < nnames; i++) {
+        if (i > 0) {
+            force_algo(opts.coll, names[i]);
+            if (comm_again(&x) != CHORUS_SUCCESS) {
+                rc = 1;
+                break;
+            }
+        }
+        if (names[i] && x.rank == 0) printf("# %s algorithm %s\n", perf_coll_name(opts.coll), names[i]);
+        rc = run(&opts, &x);
+    }
     res = chorus_comm_destroy(x.comm);
     if (res != CHORUS_SUCCESS) {
         report(NULL, "chorus_comm_destroy", res);

@@ -62,6 +62,7 @@ static void usage(const char *extra)
            "  -d TYPE     int8, uint8, int32, uint32, int64, uint64, float16, bfloat16, float32, float64\n"
            "              or all (default float32)\n"
            "  -r ROOT     root of broadcast and reduce (default 0)\n"
+           "  -a ALGO     force one algorithm of the collective, or all: one block per algorithm\n"
            "Sizes are the bytes of the whole buffer, as in nccl-tests: for allgather, reduce_scatter and\n"
            "alltoall the nranks blocks together.\n",
            program_invocation_short_name, extra ? extra : "");
@@ -127,7 +128,7 @@ int perf_parse_args(int argc, char **argv, const char *extra_usage, perf_opts_t 
     *o = (perf_opts_t){.min_bytes = 32 << 20, .max_bytes = 32 << 20, .factor = 2, .iters = 20, .warmup = 5,
                        .check = 1, .ndtypes = 1, .dtypes = {chorus_float32}, .nops = 1, .ops = {chorus_sum}};
     int bad = 0, opt;
-    while (!bad && (opt = getopt(argc, argv, "b:e:f:n:w:c:o:d:r:h")) != -1) {
+    while (!bad && (opt = getopt(argc, argv, "b:e:f:n:w:c:o:d:r:a:h")) != -1) {
         switch (opt) {
         case 'b': bad = parse_size_arg(optarg, 'b', &o->min_bytes); break;
         case 'e': bad = parse_size_arg(optarg, 'e', &o->max_bytes); break;
@@ -138,6 +139,7 @@ int perf_parse_args(int argc, char **argv, const char *extra_usage, perf_opts_t 
         case 'r': bad = parse_int_arg(optarg, 'r', 0, INT32_MAX, &o->root); break;
         case 'o': bad = parse_ops(optarg, o); break;
         case 'd': bad = parse_dtypes(optarg, o); break;
+        case 'a': o->algo = optarg; break;
         case 'h': usage(extra_usage); return 1;
         default: bad = 1;
         }

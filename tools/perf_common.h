@@ -34,6 +34,7 @@ typedef struct perf_opts {
     chorus_datatype_t dtypes[chorus_num_datatypes];
     int nops;
     chorus_redop_t ops[chorus_num_ops];
+    const char *algo; /* -a: the algorithm to force, "all", or NULL; the backend applies it */
 } perf_opts_t;
 
 /* One call as the Chorus API spells it: count is per rank for allgather (sendcount), reduce_scatter

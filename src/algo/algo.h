@@ -5,6 +5,8 @@
 #ifndef CHORUS_ALGO_H
 #define CHORUS_ALGO_H
 
+#include <stdint.h>
+
 #include "algo/prims.h"
 
 typedef enum {
@@ -39,9 +41,23 @@ typedef struct algo_desc {
     algo_run_fn run;
 } algo_desc_t;
 
+/* CHORUS_ALGO, parsed once per communicator: the registry entries calls may use (bit i: entry i). */
+typedef struct algo_config {
+    uint64_t allowed;
+} algo_config_t;
+
 const char *coll_name(coll_kind_t coll);
-/* The algorithm that serves this call. */
-const algo_desc_t *algo_select(const coll_args_t *a, int nranks);
+/* Every algorithm, in registry order; *n_p: how many. */
+const algo_desc_t *algo_registry(size_t *n_p);
+/* Parse CHORUS_ALGO, NCCL's syntax: "ring" or "ring,rhd" restricts every collective that has one of the
+ * named algorithms to those; "^star" excludes; "allreduce:rhd;allgather:bruck" and "allreduce:^star" apply
+ * to one collective. Segments separated by ';' apply in order. Names ignore case; NULL or "" allows every
+ * algorithm. A name the registry lacks (for the collective, when one is given), or a setting that leaves a
+ * collective no algorithm, is CHORUS_ERR_INVALID_ARGUMENT, with the valid names in err. */
+chorus_result_t algo_config_parse(const char *text, algo_config_t *cfg_p, char *err, size_t errlen);
+/* The algorithm that serves this call: the first default rule that fits the call among the algorithms cfg
+ * allows, else the first allowed algorithm of the collective. */
+const algo_desc_t *algo_select(const coll_args_t *a, int nranks, const algo_config_t *cfg);
 
 /* The prims_reduce_t for a call. */
 static inline prims_reduce_t algo_reduction(const coll_args_t *a)
@@ -52,11 +68,27 @@ static inline prims_reduce_t algo_reduction(const coll_args_t *a)
 
 /* Algorithms (one file each). */
 chorus_result_t allreduce_ring(prims_t *p, const coll_args_t *a);
+chorus_result_t allreduce_rhd(prims_t *p, const coll_args_t *a);
+chorus_result_t allreduce_dbt(prims_t *p, const coll_args_t *a);
+chorus_result_t allreduce_tree(prims_t *p, const coll_args_t *a);
+chorus_result_t allreduce_mesh(prims_t *p, const coll_args_t *a);
+chorus_result_t allreduce_star(prims_t *p, const coll_args_t *a);
 chorus_result_t allgather_ring(prims_t *p, const coll_args_t *a);
+chorus_result_t allgather_rd(prims_t *p, const coll_args_t *a);
+chorus_result_t allgather_bruck(prims_t *p, const coll_args_t *a);
+chorus_result_t allgather_mesh(prims_t *p, const coll_args_t *a);
 chorus_result_t reduce_scatter_ring(prims_t *p, const coll_args_t *a);
+chorus_result_t reduce_scatter_rhd(prims_t *p, const coll_args_t *a);
+chorus_result_t reduce_scatter_mesh(prims_t *p, const coll_args_t *a);
 chorus_result_t broadcast_chain(prims_t *p, const coll_args_t *a);
+chorus_result_t broadcast_binomial(prims_t *p, const coll_args_t *a);
+chorus_result_t broadcast_scatter_allgather(prims_t *p, const coll_args_t *a);
 chorus_result_t reduce_chain(prims_t *p, const coll_args_t *a);
+chorus_result_t reduce_binomial(prims_t *p, const coll_args_t *a);
+chorus_result_t reduce_rabenseifner(prims_t *p, const coll_args_t *a);
 chorus_result_t alltoall_pairwise(prims_t *p, const coll_args_t *a);
+chorus_result_t alltoall_bruck(prims_t *p, const coll_args_t *a);
+chorus_result_t alltoall_ring(prims_t *p, const coll_args_t *a);
 chorus_result_t barrier_dissemination(prims_t *p, const coll_args_t *a);
 
 #endif

@@ -70,9 +70,9 @@ static chorus_result_t prims_fail_xfer(prims_t *p, int peer, const transport_xfe
                  p->op_name, (unsigned long long)p->op_seq, peer, prims_host(p, peer),
                  (unsigned long long)x->peer_len, x->peer_tag, x->len, x->tag);
     } else {
-        snprintf(p->err, p->errlen, "%s #%llu: connection to rank %d (%s) failed while %s (%s): the peer exited, "
-                 "crashed or closed the communicator",
-                 p->op_name, (unsigned long long)p->op_seq, peer, prims_host(p, peer),
+        snprintf(p->err, p->errlen, "%s #%llu step %d: connection to rank %d (%s) failed while %s (%s): the peer "
+                 "exited, crashed or closed the communicator",
+                 p->op_name, (unsigned long long)p->op_seq, p->step, peer, prims_host(p, peer),
                  sending ? "sending" : "receiving", x->sys_errno ? strerror(x->sys_errno) : "connection closed");
     }
     LOG_WARN(LOG_SUB_NET, "%s", p->err);
@@ -133,20 +133,33 @@ static chorus_result_t exch_step(void *arg, progress_status_t *status)
     return CHORUS_SUCCESS;
 }
 
-/* Name the peer a timed-out or aborted exchange was waiting on. */
-static chorus_result_t exch_fail_wait(exch_t *e, chorus_result_t res)
+/* The engine, watching every connection while it waited, saw the one to `failed` break. */
+static chorus_result_t prims_fail_conn(prims_t *p, chorus_result_t res, int failed)
 {
-    prims_t *p = e->p;
-    int peer = e->recvs_handled < e->nrecvs ? e->recv_peer : e->send_peer;
+    snprintf(p->err, p->errlen, "%s #%llu step %d: connection to rank %d (%s) failed: the peer exited, crashed or "
+             "closed the communicator", p->op_name, (unsigned long long)p->op_seq, p->step, failed,
+             prims_host(p, failed));
+    LOG_WARN(LOG_SUB_NET, "%s", p->err);
+    return res;
+}
+
+/* Name the peer a timed-out or aborted wait was on; peer_sends: whether we waited for it to send. */
+static chorus_result_t prims_fail_wait(prims_t *p, chorus_result_t res, int peer, int peer_sends)
+{
     if (res == CHORUS_ERR_TIMEOUT)
-        snprintf(p->err, p->errlen, "%s #%llu: timed out waiting for rank %d (%s) to %s; it may be stuck, or have "
-                 "called a different operation (raise CHORUS_TIMEOUT if it is just slow)",
-                 p->op_name, (unsigned long long)p->op_seq, peer, prims_host(p, peer),
-                 peer == e->recv_peer && e->recvs_handled < e->nrecvs ? "send" : "receive");
+        snprintf(p->err, p->errlen, "%s #%llu step %d: timed out waiting for rank %d (%s) to %s; it may be stuck, or "
+                 "have called a different operation (raise CHORUS_TIMEOUT if it is just slow)",
+                 p->op_name, (unsigned long long)p->op_seq, p->step, peer, prims_host(p, peer), peer_sends ? "send" : "receive");
     else if (res == CHORUS_ERR_ABORTED)
         snprintf(p->err, p->errlen, "%s #%llu: the communicator was aborted", p->op_name, (unsigned long long)p->op_seq);
     if (res == CHORUS_ERR_TIMEOUT) LOG_WARN(LOG_SUB_NET, "%s", p->err);
     return res;
+}
+
+static chorus_result_t exch_fail_wait(exch_t *e, chorus_result_t res)
+{
+    int receiving = e->recvs_handled < e->nrecvs;
+    return prims_fail_wait(e->p, res, receiving ? e->recv_peer : e->send_peer, receiving);
 }
 
 static chorus_result_t exch_run(exch_t *e)
@@ -169,7 +182,10 @@ static chorus_result_t exch_run(exch_t *e)
         if (!e->nrecvs || e->send_peer != e->recv_peer) e->conns[e->nconns++] = p->conns[e->send_peer];
         CHECK(exch_post_ready_sends(e));
     }
-    chorus_result_t res = progress_run(p->engine, exch_step, e, e->conns, e->nconns, p->deadline_ns);
+    p->step++;
+    int failed;
+    chorus_result_t res = progress_run(p->engine, exch_step, e, p->conns, p->nranks, p->deadline_ns, &failed);
+    if (failed >= 0) return prims_fail_conn(p, res, failed);
     if (res == CHORUS_ERR_TIMEOUT || res == CHORUS_ERR_ABORTED) return exch_fail_wait(e, res);
     return res;
 }
@@ -211,8 +227,9 @@ chorus_result_t prims_sendrecv_reduce(prims_t *p, int send_peer, const void *sbu
     transport_xfer_t s, r;
     xfer_init(&s, sbuf, sbytes, p->tag);
     xfer_init(&r, tmp, rbytes, p->tag);
-    exch_t e = {.p = p, .send_peer = send_peer, .recv_peer = recv_peer, .sends = &s, .recvs = &r, .nsends = 1,
-                .nrecvs = 1, .sends_ready = 1, .red = red, .local = local, .dst = dst};
+    exch_t e = {.p = p, .send_peer = send_peer, .recv_peer = recv_peer, .sends = &s, .recvs = &r,
+                .nsends = send_peer >= 0, .nrecvs = 1, .sends_ready = send_peer >= 0, .red = red, .local = local,
+                .dst = dst};
     return exch_run(&e);
 }
 
@@ -290,4 +307,287 @@ chorus_result_t prims_chain_reduce(prims_t *p, int recv_peer, int send_peer, con
     CHECK(prims_scratch(p, 0, bytes ? bytes : 1, &tmp));
     exch_t e = {.on_chunk = chain_reduce_chunk, .red = red, .local = local, .dst = dst};
     return chain_run(p, recv_peer, send_peer, dst, tmp, bytes, red->elem, &e);
+}
+
+/* ---- Trees: many peers at once, chunk by chunk ----
+ * Every message of the call is listed up front, in one order all ranks compute alike: by chunk, then up
+ * before down, then by tree. The messages to (or from) one peer form a lane, posted strictly in that
+ * order, so two ranks that meet in several trees match their messages without tags. A message is posted
+ * once it may be: a send when its data is complete, a child's chunk when its staging slot is free, a
+ * chunk from the parent (allreduce) when the same bytes have gone up. Every such condition waits only on
+ * messages earlier in the order, so no lane can block one that it waits for. */
+
+#define TREE_WINDOW 4 /* chunks of one child staged ahead of their combination */
+
+typedef struct tree_msg {
+    transport_xfer_t x;
+    int tree, chunk;
+    int child; /* a child's chunk: which child (and so which staging slots); otherwise -1 */
+    int up;    /* travels from child to parent */
+} tree_msg_t;
+
+/* The messages to or from one peer in one direction, in posting order. */
+typedef struct tree_lane {
+    int peer, send;
+    int *msgs, n;
+    int posted, done;
+} tree_lane_t;
+
+/* One tree's progress. */
+typedef struct tree_run {
+    const prims_tree_t *t;
+    size_t chunk;
+    size_t slot;    /* staging per chunk: a chunk, or less for a one-chunk message */
+    int nchunks, nslots;
+    char *stage;    /* nchildren x nslots slots */
+    int folded;     /* combinations done, in the order chunk * nchildren + child */
+    int up_ready;   /* chunks complete enough to go to the parent */
+    int down_ready; /* chunks complete enough to go to the children */
+    int *up_recv;   /* the message of (chunk, child) */
+    int *up_send;   /* the message of each chunk to the parent */
+    int *down_recv; /* the message of each chunk from the parent */
+} tree_run_t;
+
+typedef struct trees_op {
+    prims_t *p;
+    prims_tree_mode_t mode;
+    const prims_reduce_t *red;
+    tree_run_t *runs;
+    int ntrees;
+    tree_msg_t *msgs;
+    int nmsgs;
+    tree_lane_t *lanes;
+    int nlanes;
+    int *lane_of; /* by peer: [0, nranks) send lanes, [nranks, 2 nranks) receive lanes; -1 if none */
+    transport_conn_t **conns;
+    int nconns;
+} trees_op_t;
+
+static void trees_free(trees_op_t *op)
+{
+    for (int i = 0; op->runs && i < op->ntrees; i++) free(op->runs[i].up_recv);
+    for (int i = 0; op->lanes && i < op->nlanes; i++) free(op->lanes[i].msgs);
+    free(op->runs);
+    free(op->msgs);
+    free(op->lanes);
+    free(op->lane_of);
+    free(op->conns);
+}
+
+/* One message to or from peer. The first walk, before the lanes have their msgs arrays, only counts each
+ * lane's messages; the second records them and, through index_p, where each tree finds them. */
+static void trees_add(trees_op_t *op, int peer, int send, int up, int tree, int chunk, int child, const void *buf,
+                      size_t len, int *index_p)
+{
+    int *lane = &op->lane_of[send ? peer : op->p->nranks + peer];
+    if (*lane < 0) {
+        if (op->lane_of[peer] < 0 && op->lane_of[op->p->nranks + peer] < 0)
+            op->conns[op->nconns++] = op->p->conns[peer];
+        *lane = op->nlanes++;
+        op->lanes[*lane] = (tree_lane_t){.peer = peer, .send = send};
+    }
+    tree_lane_t *l = &op->lanes[*lane];
+    if (!l->msgs) {
+        l->n++;
+        return;
+    }
+    tree_msg_t *m = &op->msgs[op->nmsgs];
+    xfer_init(&m->x, buf, len, op->p->tag);
+    m->tree = tree;
+    m->chunk = chunk;
+    m->child = child;
+    m->up = up;
+    l->msgs[l->n++] = op->nmsgs;
+    if (index_p) *index_p = op->nmsgs;
+    op->nmsgs++;
+}
+
+/* Every message of the call, in the posting order. */
+static void trees_walk(trees_op_t *op)
+{
+    int maxchunks = 0;
+    for (int t = 0; t < op->ntrees; t++) maxchunks = CHORUS_MAX(maxchunks, op->runs[t].nchunks);
+    for (int c = 0; c < maxchunks; c++) {
+        for (int up = 1; up >= 0; up--) {
+            if (op->mode == (up ? PRIMS_TREE_BROADCAST : PRIMS_TREE_REDUCE)) continue;
+            for (int t = 0; t < op->ntrees; t++) {
+                tree_run_t *r = &op->runs[t];
+                const prims_tree_t *tr = r->t;
+                if (c >= r->nchunks) continue;
+                size_t off = (size_t)c * r->chunk, len = CHORUS_MIN(r->chunk, tr->bytes - off);
+                int nch = tr->nchildren;
+                /* What this rank sends: its own data at a leaf going up and at the root of a broadcast. */
+                int own = up ? nch == 0 : op->mode == PRIMS_TREE_BROADCAST && tr->parent < 0;
+                const char *from = own ? (const char *)tr->src + off : (const char *)tr->dst + off;
+                if (up) {
+                    if (tr->parent >= 0) trees_add(op, tr->parent, 1, 1, t, c, -1, from, len, &r->up_send[c]);
+                    for (int k = 0; k < nch; k++) {
+                        size_t at = (size_t)k * (size_t)r->nslots + (size_t)(c % r->nslots);
+                        trees_add(op, tr->children[k], 0, 1, t, c, k, r->stage + at * r->slot, len,
+                                  &r->up_recv[c * nch + k]);
+                    }
+                } else {
+                    if (tr->parent >= 0) trees_add(op, tr->parent, 0, 0, t, c, -1, from, len, &r->down_recv[c]);
+                    for (int k = 0; k < nch; k++) trees_add(op, tr->children[k], 1, 0, t, c, -1, from, len, NULL);
+                }
+            }
+        }
+    }
+}
+
+/* Combine every child's chunk that has landed, in order, and note the chunks that became complete. */
+static int trees_advance(trees_op_t *op, tree_run_t *r)
+{
+    const prims_tree_t *t = r->t;
+    const prims_reduce_t *red = op->red;
+    int nch = t->nchildren, moved = 0;
+    while (op->mode != PRIMS_TREE_BROADCAST && r->folded < r->nchunks * nch) {
+        const tree_msg_t *m = &op->msgs[r->up_recv[r->folded]];
+        if (m->x.state != XFER_DONE) break;
+        size_t off = (size_t)m->chunk * r->chunk, elems = m->x.len / red->elem;
+        char *dst = (char *)t->dst + off;
+        reduce_apply3(dst, m->child ? dst : (const char *)t->src + off, m->x.buf, elems, red->dtype, red->op);
+        r->folded++;
+        moved = 1;
+        if (m->child < nch - 1) continue;
+        if (t->parent >= 0) {
+            r->up_ready = m->chunk + 1;
+        } else if (op->mode == PRIMS_TREE_ALLREDUCE) {
+            reduce_finish(dst, elems, red->dtype, red->op, op->p->nranks);
+            r->down_ready = m->chunk + 1;
+        }
+    }
+    while (op->mode != PRIMS_TREE_REDUCE && t->parent >= 0 && r->down_ready < r->nchunks &&
+           op->msgs[r->down_recv[r->down_ready]].x.state == XFER_DONE) {
+        r->down_ready++;
+        moved = 1;
+    }
+    return moved;
+}
+
+static int trees_may_post(const trees_op_t *op, const tree_lane_t *l, const tree_msg_t *m)
+{
+    const tree_run_t *r = &op->runs[m->tree];
+    if (l->send) return m->chunk < (m->up ? r->up_ready : r->down_ready);
+    if (m->up) {
+        int prev = m->chunk - r->nslots; /* the chunk that used this staging slot before */
+        return prev < 0 || r->folded > prev * r->t->nchildren + m->child;
+    }
+    return op->mode != PRIMS_TREE_ALLREDUCE || op->msgs[r->up_send[m->chunk]].x.state == XFER_DONE;
+}
+
+static chorus_result_t trees_step(void *arg, progress_status_t *status)
+{
+    trees_op_t *op = arg;
+    int moved = 0, done = 1;
+    for (int i = 0; i < op->nconns; i++) {
+        int m = 0;
+        (void)op->conns[i]->ops->progress(op->conns[i], &m); /* failures surface in the transfers */
+        moved |= m;
+    }
+    for (int i = 0; i < op->nlanes; i++) {
+        tree_lane_t *l = &op->lanes[i];
+        for (; l->done < l->posted; l->done++) {
+            const transport_xfer_t *x = &op->msgs[l->msgs[l->done]].x;
+            if (x->state == XFER_FAILED) return prims_fail_xfer(op->p, l->peer, x, l->send);
+            if (x->state != XFER_DONE) break;
+        }
+    }
+    for (int t = 0; t < op->ntrees; t++) moved |= trees_advance(op, &op->runs[t]);
+    for (int i = 0; i < op->nlanes; i++) {
+        tree_lane_t *l = &op->lanes[i];
+        transport_conn_t *c = op->p->conns[l->peer];
+        while (l->posted < l->n && trees_may_post(op, l, &op->msgs[l->msgs[l->posted]])) {
+            transport_xfer_t *x = &op->msgs[l->msgs[l->posted++]].x;
+            if ((l->send ? c->ops->post_send(c, x) : c->ops->post_recv(c, x)) != CHORUS_SUCCESS)
+                return prims_fail_xfer(op->p, l->peer, x, l->send);
+            moved = 1;
+        }
+        done &= l->done == l->n;
+    }
+    *status = done ? PROGRESS_DONE : moved ? PROGRESS_MOVED : PROGRESS_IDLE;
+    return CHORUS_SUCCESS;
+}
+
+/* Size each tree's chunks and staging, and check its peers. */
+static chorus_result_t trees_plan(trees_op_t *op, const prims_tree_t *trees, size_t *stage_bytes_p, int *nmsgs_p,
+                                  int *maxlanes_p)
+{
+    prims_t *p = op->p;
+    size_t elem = op->red ? op->red->elem : 1, chunk = p->chunk_bytes - p->chunk_bytes % elem;
+    for (int t = 0; t < op->ntrees; t++) {
+        const prims_tree_t *tr = &trees[t];
+        tree_run_t *r = &op->runs[t];
+        int bad = tr->parent == p->rank || tr->parent >= p->nranks;
+        for (int k = 0; k < tr->nchildren; k++)
+            bad |= tr->children[k] < 0 || tr->children[k] >= p->nranks || tr->children[k] == p->rank;
+        if (bad) {
+            snprintf(p->err, p->errlen, "%s: internal error: tree %d names a bad peer (rank %d)", p->op_name, t,
+                     p->rank);
+            return CHORUS_ERR_INTERNAL;
+        }
+        r->t = tr;
+        r->chunk = chunk;
+        r->nchunks = (int)((tr->bytes + chunk - 1) / chunk);
+        r->nslots = CHORUS_MIN(TREE_WINDOW, r->nchunks);
+        r->slot = CHORUS_MIN(chunk, tr->bytes);
+        r->up_ready = tr->nchildren ? 0 : r->nchunks;
+        r->down_ready = op->mode == PRIMS_TREE_BROADCAST && tr->parent < 0 ? r->nchunks : 0;
+        if (op->mode != PRIMS_TREE_BROADCAST)
+            *stage_bytes_p += (size_t)tr->nchildren * (size_t)r->nslots * r->slot;
+        *nmsgs_p += r->nchunks * 2 * (tr->nchildren + 1);
+        *maxlanes_p += 2 * (tr->nchildren + 1);
+    }
+    return CHORUS_SUCCESS;
+}
+
+chorus_result_t prims_trees(prims_t *p, prims_tree_mode_t mode, const prims_tree_t *trees, int ntrees,
+                            const prims_reduce_t *red)
+{
+    trees_op_t op = {.p = p, .mode = mode, .red = red, .ntrees = ntrees};
+    size_t stage_bytes = 0;
+    int nmsgs = 0, maxlanes = 0;
+    char *stage = NULL;
+    chorus_result_t res = CHORUS_ERR_NO_MEMORY;
+    op.runs = calloc((size_t)ntrees, sizeof(*op.runs));
+    if (!op.runs) goto out;
+    CHECK_GOTO(trees_plan(&op, trees, &stage_bytes, &nmsgs, &maxlanes), res, out);
+    if (stage_bytes) CHECK_GOTO(prims_scratch(p, 0, stage_bytes, (void **)&stage), res, out);
+    res = CHORUS_ERR_NO_MEMORY;
+    for (int t = 0; t < ntrees; t++) {
+        tree_run_t *r = &op.runs[t];
+        size_t nch = (size_t)r->t->nchildren, nchunks = (size_t)r->nchunks;
+        if (stage && mode != PRIMS_TREE_BROADCAST) {
+            r->stage = stage;
+            stage += nch * (size_t)r->nslots * r->slot;
+        }
+        /* One block per tree for where its messages are: up receives, up sends, down receives. */
+        if (!(r->up_recv = calloc(nchunks * (nch + 2) + 1, sizeof(int)))) goto out;
+        r->up_send = r->up_recv + nchunks * nch;
+        r->down_recv = r->up_send + nchunks;
+    }
+    op.lanes = calloc((size_t)maxlanes + 1, sizeof(*op.lanes));
+    op.conns = calloc((size_t)maxlanes + 1, sizeof(*op.conns));
+    op.lane_of = malloc(2 * (size_t)p->nranks * sizeof(int));
+    op.msgs = calloc((size_t)nmsgs + 1, sizeof(*op.msgs));
+    if (!op.lanes || !op.conns || !op.lane_of || !op.msgs) goto out;
+    for (int i = 0; i < 2 * p->nranks; i++) op.lane_of[i] = -1;
+    trees_walk(&op);
+    for (int i = 0; i < op.nlanes; i++) {
+        if (!(op.lanes[i].msgs = malloc(((size_t)op.lanes[i].n + 1) * sizeof(int)))) goto out;
+        op.lanes[i].n = 0;
+    }
+    trees_walk(&op);
+    int failed = -1;
+    p->step++;
+    res = progress_run(p->engine, trees_step, &op, p->conns, p->nranks, p->deadline_ns, &failed);
+    if (failed >= 0) res = prims_fail_conn(p, res, failed);
+    if (res == CHORUS_ERR_TIMEOUT || res == CHORUS_ERR_ABORTED) {
+        int i = 0;
+        while (i < op.nlanes - 1 && op.lanes[i].done == op.lanes[i].n) i++;
+        res = prims_fail_wait(p, res, op.lanes[i].peer, !op.lanes[i].send);
+    }
+out:
+    trees_free(&op);
+    return res;
 }

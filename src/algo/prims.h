@@ -40,7 +40,7 @@ chorus_result_t prims_recv(prims_t *p, int peer, void *buf, size_t bytes);
 chorus_result_t prims_sendrecv(prims_t *p, int send_peer, const void *sbuf, size_t sbytes, int recv_peer, void *rbuf,
                                size_t rbytes);
 /* Send sbuf to send_peer while receiving rbytes from recv_peer; as each chunk lands,
- * dst = local OP received (dst may alias local). */
+ * dst = local OP received (dst may alias local). send_peer < 0: only receive and reduce. */
 chorus_result_t prims_sendrecv_reduce(prims_t *p, int send_peer, const void *sbuf, size_t sbytes, int recv_peer,
                                       const void *local, void *dst, size_t rbytes, const prims_reduce_t *red);
 /* A stage of a pipelined chain, one message per chunk. recv_peer < 0: the head, which sends buf.
@@ -52,6 +52,30 @@ chorus_result_t prims_chain_copy(prims_t *p, int recv_peer, int send_peer, void 
  * (send_peer < 0: the tail keeps it in dst). */
 chorus_result_t prims_chain_reduce(prims_t *p, int recv_peer, int send_peer, const void *local, void *dst,
                                    size_t bytes, const prims_reduce_t *red);
+
+/* One tree of prims_trees(), as this rank sees it. A tree spans at least two ranks; every rank describes
+ * the same trees in the same order. */
+typedef struct prims_tree {
+    int parent;          /* -1: this rank is the root */
+    int nchildren;
+    const int *children; /* their data is combined in this order */
+    const void *src;     /* reduce: this rank's contribution; broadcast: the data, at the root */
+    void *dst;           /* where the result lands (unused at the leaves of a reduce) */
+    size_t bytes;
+} prims_tree_t;
+
+typedef enum {
+    PRIMS_TREE_REDUCE,    /* up: dst = src OP child 0 OP child 1 ..., sent to the parent (leaves send src) */
+    PRIMS_TREE_BROADCAST, /* down: the root sends src; the others receive into dst and forward it */
+    PRIMS_TREE_ALLREDUCE  /* up as REDUCE; the root finishes each chunk (avg); down into dst as BROADCAST */
+} prims_tree_mode_t;
+
+/* Run ntrees trees at once, with any number of peers, chunk by chunk: a chunk is combined as soon as every
+ * child's copy of it has landed and forwarded as soon as it is complete, so in ALLREDUCE chunk i travels
+ * down while chunk i+1 travels up. Children's chunks are staged in scratch slot 0, a few chunks ahead of
+ * their combination. red: NULL for BROADCAST. */
+chorus_result_t prims_trees(prims_t *p, prims_tree_mode_t mode, const prims_tree_t *trees, int ntrees,
+                            const prims_reduce_t *red);
 
 /* Balanced partition of count elements into nblocks: block i starts at *off_p and has *cnt_p elements
  * (the first count % nblocks blocks get one more). */

@@ -22,6 +22,7 @@ struct prims {
     uint32_t tag;
     const char *op_name;
     uint64_t op_seq;
+    int step; /* exchanges so far in this operation, for error messages */
     /* Scratch, grown on demand, freed with the communicator. */
     void *scratch[2];
     size_t scratch_bytes[2];

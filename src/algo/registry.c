@@ -1,30 +1,212 @@
-/* Every (collective, algorithm) pair, declared once. Selection is data: the first entry for a collective
- * serves it until the tuning layer chooses among several. */
+/* Every (collective, algorithm) pair, declared once; the default choice among them, as data; and
+ * CHORUS_ALGO, which narrows the choice. */
 #include "algo/algo.h"
 
-#include <stddef.h>
+#include <ctype.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "util/log.h"
+#include "util/util.h"
 
 static const algo_desc_t algo_table[] = {
     {COLL_ALLREDUCE, "ring", allreduce_ring},
+    {COLL_ALLREDUCE, "rhd", allreduce_rhd},
+    {COLL_ALLREDUCE, "dbt", allreduce_dbt},
+    {COLL_ALLREDUCE, "tree", allreduce_tree},
+    {COLL_ALLREDUCE, "mesh", allreduce_mesh},
+    {COLL_ALLREDUCE, "star", allreduce_star},
     {COLL_ALLGATHER, "ring", allgather_ring},
+    {COLL_ALLGATHER, "rd", allgather_rd},
+    {COLL_ALLGATHER, "bruck", allgather_bruck},
+    {COLL_ALLGATHER, "mesh", allgather_mesh},
     {COLL_REDUCE_SCATTER, "ring", reduce_scatter_ring},
+    {COLL_REDUCE_SCATTER, "rhd", reduce_scatter_rhd},
+    {COLL_REDUCE_SCATTER, "mesh", reduce_scatter_mesh},
     {COLL_BROADCAST, "chain", broadcast_chain},
+    {COLL_BROADCAST, "binomial", broadcast_binomial},
+    {COLL_BROADCAST, "scatter_allgather", broadcast_scatter_allgather},
     {COLL_REDUCE, "chain", reduce_chain},
+    {COLL_REDUCE, "binomial", reduce_binomial},
+    {COLL_REDUCE, "rabenseifner", reduce_rabenseifner},
     {COLL_ALLTOALL, "pairwise", alltoall_pairwise},
+    {COLL_ALLTOALL, "bruck", alltoall_bruck},
+    {COLL_ALLTOALL, "ring", alltoall_ring},
     {COLL_BARRIER, "dissemination", barrier_dissemination},
 };
+#define ALGO_COUNT CHORUS_ARRAY_SIZE(algo_table)
+_Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit per algorithm");
+#define ALGO_ALL (ALGO_COUNT == 64 ? ~0ull : (1ull << ALGO_COUNT) - 1)
 
-const char *coll_name(coll_kind_t coll)
+/* The default choice, until the tuning layer's cost model replaces it: for each collective, the first
+ * rule whose bound the call's size n fits (n: the whole buffer, as in docs/algorithms.md) and whose
+ * algorithm is allowed. Latency-bound sizes take the log p algorithms; the rest the bandwidth-optimal
+ * ring or pipelined chain. */
+static const struct algo_rule {
+    coll_kind_t coll;
+    size_t max_bytes;
+    const char *name;
+} algo_rules[] = {
+    {COLL_ALLREDUCE, 64 << 10, "rhd"},
+    {COLL_ALLREDUCE, SIZE_MAX, "ring"},
+    {COLL_ALLGATHER, 64 << 10, "bruck"},
+    {COLL_ALLGATHER, SIZE_MAX, "ring"},
+    {COLL_REDUCE_SCATTER, 64 << 10, "rhd"},
+    {COLL_REDUCE_SCATTER, SIZE_MAX, "ring"},
+    {COLL_BROADCAST, 64 << 10, "binomial"},
+    {COLL_BROADCAST, SIZE_MAX, "chain"},
+    {COLL_REDUCE, 64 << 10, "binomial"},
+    {COLL_REDUCE, SIZE_MAX, "chain"},
+    {COLL_ALLTOALL, 16 << 10, "bruck"},
+    {COLL_ALLTOALL, SIZE_MAX, "pairwise"},
+    {COLL_BARRIER, SIZE_MAX, "dissemination"},
+};
+
+static const char *const coll_names[COLL_COUNT] = {"allreduce", "allgather", "reduce_scatter", "broadcast",
+                                                   "reduce",    "alltoall",  "barrier"};
+
+const char *coll_name(coll_kind_t coll) { return coll < COLL_COUNT ? coll_names[coll] : "?"; }
+
+const algo_desc_t *algo_registry(size_t *n_p)
 {
-    static const char *const names[COLL_COUNT] = {"allreduce", "allgather", "reduce_scatter", "broadcast",
-                                                  "reduce",    "alltoall",  "barrier"};
-    return coll < COLL_COUNT ? names[coll] : "?";
+    *n_p = ALGO_COUNT;
+    return algo_table;
 }
 
-const algo_desc_t *algo_select(const coll_args_t *a, int nranks)
+/* The entries of one collective (COLL_COUNT: of all). */
+static uint64_t coll_mask(coll_kind_t coll)
 {
-    (void)nranks;
-    for (size_t i = 0; i < sizeof(algo_table) / sizeof(algo_table[0]); i++)
-        if (algo_table[i].coll == a->coll) return &algo_table[i];
+    uint64_t m = 0;
+    for (size_t i = 0; i < ALGO_COUNT; i++)
+        if (coll == COLL_COUNT || algo_table[i].coll == coll) m |= 1ull << i;
+    return m;
+}
+
+/* The names of the entries in mask, each once, comma-separated. */
+static const char *names_list(uint64_t mask, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < ALGO_COUNT; i++) {
+        int dup = 0;
+        for (size_t j = 0; j < i; j++) dup |= (mask >> j & 1) && strcmp(algo_table[j].name, algo_table[i].name) == 0;
+        if (!(mask >> i & 1) || dup || used >= len) continue;
+        used += (size_t)snprintf(buf + used, len - used, "%s%s", used ? ", " : "", algo_table[i].name);
+    }
+    return buf;
+}
+
+static char *trim(char *s)
+{
+    while (isspace((unsigned char)*s)) s++;
+    size_t n = strlen(s);
+    while (n && isspace((unsigned char)s[n - 1])) s[--n] = 0;
+    return s;
+}
+
+/* One segment, "[collective:][^]name[,name...]": narrow *allowed. */
+static chorus_result_t config_segment(char *seg, uint64_t *allowed, char *err, size_t errlen)
+{
+    char names[512];
+    coll_kind_t coll = COLL_COUNT;
+    char *colon = strchr(seg, ':');
+    if (colon) {
+        *colon = 0;
+        const char *cname = trim(seg);
+        int c = 0;
+        while (c < COLL_COUNT && strcasecmp(coll_names[c], cname) != 0) c++;
+        if (c == COLL_COUNT) {
+            snprintf(err, errlen, "CHORUS_ALGO: unknown collective \"%s\" (allreduce, allgather, reduce_scatter, "
+                     "broadcast, reduce, alltoall, barrier)", cname);
+            return CHORUS_ERR_INVALID_ARGUMENT;
+        }
+        coll = (coll_kind_t)c;
+        seg = colon + 1;
+    }
+    seg = trim(seg);
+    int exclude = *seg == '^';
+    uint64_t scope = coll_mask(coll), named = 0;
+    char *save, *name;
+    for (name = strtok_r(seg + exclude, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        name = trim(name);
+        uint64_t m = 0;
+        for (size_t i = 0; i < ALGO_COUNT; i++)
+            if ((scope >> i & 1) && strcasecmp(algo_table[i].name, name) == 0) m |= 1ull << i;
+        if (!m && coll < COLL_COUNT)
+            snprintf(err, errlen, "CHORUS_ALGO: %s has no algorithm \"%s\" (it has: %s)", coll_names[coll], name,
+                     names_list(scope, names, sizeof(names)));
+        else if (!m)
+            snprintf(err, errlen, "CHORUS_ALGO: no algorithm is called \"%s\" (known: %s)", name,
+                     names_list(ALGO_ALL, names, sizeof(names)));
+        if (!m) return CHORUS_ERR_INVALID_ARGUMENT;
+        named |= m;
+    }
+    if (!named) {
+        snprintf(err, errlen, "CHORUS_ALGO: a setting names no algorithm");
+        return CHORUS_ERR_INVALID_ARGUMENT;
+    }
+    if (exclude) {
+        *allowed &= ~named;
+        return CHORUS_SUCCESS;
+    }
+    /* A list without a collective applies to the collectives that have one of its algorithms. */
+    for (int c = 0; c < COLL_COUNT; c++) {
+        uint64_t cm = coll_mask((coll_kind_t)c);
+        if (named & cm) *allowed = (*allowed & ~cm) | (named & cm);
+    }
+    return CHORUS_SUCCESS;
+}
+
+chorus_result_t algo_config_parse(const char *text, algo_config_t *cfg_p, char *err, size_t errlen)
+{
+    uint64_t allowed = ALGO_ALL;
+    if (text && *text) {
+        char *copy = strdup(text), *save, *seg;
+        if (!copy) return CHORUS_ERR_NO_MEMORY;
+        chorus_result_t res = CHORUS_SUCCESS;
+        for (seg = strtok_r(copy, ";", &save); seg && res == CHORUS_SUCCESS; seg = strtok_r(NULL, ";", &save))
+            res = config_segment(seg, &allowed, err, errlen);
+        free(copy);
+        if (res != CHORUS_SUCCESS) return res;
+    }
+    char names[512];
+    for (int c = 0; c < COLL_COUNT; c++) {
+        uint64_t cm = coll_mask((coll_kind_t)c);
+        if (!(allowed & cm)) {
+            snprintf(err, errlen, "CHORUS_ALGO=%s leaves %s no algorithm (it has: %s)", text, coll_names[c],
+                     names_list(cm, names, sizeof(names)));
+            return CHORUS_ERR_INVALID_ARGUMENT;
+        }
+        if ((allowed & cm) != cm)
+            LOG_INFO(LOG_SUB_ALGO, "CHORUS_ALGO: %s may use %s", coll_names[c],
+                     names_list(allowed & cm, names, sizeof(names)));
+    }
+    cfg_p->allowed = allowed;
+    return CHORUS_SUCCESS;
+}
+
+/* The collective's algorithm called name (NULL: its first), if cfg allows it. */
+static const algo_desc_t *algo_allowed(coll_kind_t coll, const char *name, const algo_config_t *cfg)
+{
+    for (size_t i = 0; i < ALGO_COUNT; i++)
+        if (algo_table[i].coll == coll && (cfg->allowed >> i & 1) && (!name || strcmp(algo_table[i].name, name) == 0))
+            return &algo_table[i];
     return NULL;
+}
+
+const algo_desc_t *algo_select(const coll_args_t *a, int nranks, const algo_config_t *cfg)
+{
+    size_t bytes = a->count * dtype_size(a->dtype);
+    if (a->coll == COLL_ALLGATHER || a->coll == COLL_REDUCE_SCATTER || a->coll == COLL_ALLTOALL)
+        bytes *= (size_t)nranks; /* count is per rank */
+    for (size_t r = 0; r < CHORUS_ARRAY_SIZE(algo_rules); r++) {
+        const algo_desc_t *d = NULL;
+        if (algo_rules[r].coll == a->coll && bytes <= algo_rules[r].max_bytes)
+            d = algo_allowed(a->coll, algo_rules[r].name, cfg);
+        if (d) return d;
+    }
+    return algo_allowed(a->coll, NULL, cfg);
 }

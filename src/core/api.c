@@ -89,6 +89,7 @@ static void coll_local(const coll_args_t *a, size_t elem)
 
 static void coll_begin(chorus_comm_t comm, const char *name, uint32_t tag, uint64_t seq)
 {
+    comm->prims.step = 0;
     comm->prims.deadline_ns = time_deadline_ms(comm->params.timeout);
     comm->prims.tag = tag;
     comm->prims.op_name = name;
@@ -97,7 +98,7 @@ static void coll_begin(chorus_comm_t comm, const char *name, uint32_t tag, uint6
 
 static chorus_result_t coll_run_algo(chorus_comm_t comm, const coll_args_t *a)
 {
-    const algo_desc_t *algo = algo_select(a, comm->nranks);
+    const algo_desc_t *algo = algo_select(a, comm->nranks, &comm->algo);
     if (!algo) return comm_error(comm, CHORUS_ERR_INTERNAL, "%s: no algorithm registered", coll_name(a->coll));
     LOG_DEBUG(LOG_SUB_COLL, "%s #%llu: count %zu %s via %s", coll_name(a->coll), (unsigned long long)comm->coll_seq,
               a->count, dtype_name(a->dtype), algo->name);
@@ -143,6 +144,7 @@ static chorus_result_t coll_run_staged(chorus_comm_t comm, const coll_args_t *a,
 /* in_elems / out_elems: elements of this rank's input and output, for the staging of half types. */
 static chorus_result_t coll_run(chorus_comm_t comm, const coll_args_t *a, size_t elem, size_t in_elems, size_t out_elems)
 {
+    CHECK(comm_op_begin(comm));
     uint32_t tag = TAG_COLLECTIVE | (uint32_t)(comm->coll_seq & TAG_SEQ_MASK);
     coll_begin(comm, coll_name(a->coll), tag, comm->coll_seq);
     chorus_result_t res = CHORUS_SUCCESS;
@@ -155,7 +157,7 @@ static chorus_result_t coll_run(chorus_comm_t comm, const coll_args_t *a, size_t
     else
         res = coll_run_algo(comm, a);
     comm->coll_seq++;
-    return res;
+    return comm_op_end(comm, res);
 }
 
 chorus_result_t chorus_allreduce(const void *sendbuf, void *recvbuf, size_t count, chorus_datatype_t datatype,
@@ -274,10 +276,12 @@ static chorus_result_t p2p_run(chorus_comm_t comm, const char *name, int send, v
                           "%s: peer %d is this rank; a blocking send to oneself cannot complete", name, peer);
     CHECK(api_bytes(comm, name, "count", count, elem, 1, &bytes));
     CHECK(api_check_buf(comm, name, send ? "sendbuf" : "recvbuf", buf, bytes));
+    CHECK(comm_op_begin(comm));
     uint32_t *seq = send ? &comm->send_seq[peer] : &comm->recv_seq[peer];
     coll_begin(comm, name, *seq & TAG_SEQ_MASK, *seq);
     (*seq)++;
-    return send ? prims_send(&comm->prims, peer, buf, bytes) : prims_recv(&comm->prims, peer, buf, bytes);
+    chorus_result_t res = send ? prims_send(&comm->prims, peer, buf, bytes) : prims_recv(&comm->prims, peer, buf, bytes);
+    return comm_op_end(comm, res);
 }
 
 chorus_result_t chorus_send(const void *sendbuf, size_t count, chorus_datatype_t datatype, int peer, chorus_comm_t comm,

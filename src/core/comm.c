@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bootstrap/bootstrap.h"
@@ -13,6 +15,11 @@
 #include "platform/host.h"
 #include "util/log.h"
 #include "util/util.h"
+
+/* How long chorus_comm_abort() waits for a blocked call to leave the data path. */
+#define COMM_ABORT_WAIT_MS 2000
+/* How long destroy keeps a failed communicator's connections open for the other survivors (comm_linger). */
+#define COMM_FAILED_LINGER_MS 1000
 
 /* Detail of the last failed init on this thread: there is no communicator to hold it. */
 static __thread char comm_init_error[COMM_ERROR_BYTES];
@@ -86,6 +93,18 @@ static void comm_check_shm_space(chorus_comm_t comm, const bootstrap_t *bs)
                  (long long)comm->params.shm_ring_size);
 }
 
+/* Spin without yielding only while this host's ranks fit its processors (those this process may run on). */
+static void comm_decide_yield(chorus_comm_t comm, const bootstrap_t *bs)
+{
+    int local = 0;
+    for (int i = 0; i < comm->nranks; i++) local += comm_same_host(bs, i, comm->rank);
+    cpu_set_t set;
+    int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    comm->engine.yield = local > cpus;
+    LOG_INFO(LOG_SUB_INIT, "%d ranks on this host, %d processors: %s while waiting", local, cpus,
+             comm->engine.yield ? "yield" : "spin");
+}
+
 /* The transport to one peer: shared memory when it shares this host (and CHORUS_TRANSPORT allows), proven
  * to work by shm_conn_open's token exchange; TCP otherwise or when that fails. Takes ownership of fd. */
 static chorus_result_t comm_open_transport(chorus_comm_t comm, const bootstrap_t *bs, int peer, int fd)
@@ -144,6 +163,7 @@ static chorus_result_t comm_connect(chorus_comm_t comm, const chorus_unique_id_t
         comm->nhosts += !same;
     }
     comm_check_shm_space(comm, bs);
+    comm_decide_yield(comm, bs);
     /* Peers in increasing rank order: shared-memory set-up is a blocking exchange per pair, and a common
      * order of pairs cannot deadlock. */
     for (int i = 0; i < comm->nranks; i++) {
@@ -180,6 +200,8 @@ static chorus_result_t comm_init(chorus_comm_t *comm_p, int nranks, const chorus
     log_set_rank(rank);
     chorus_result_t res = params_load(&comm->params, comm->last_error, COMM_ERROR_BYTES);
     if (res != CHORUS_SUCCESS) goto fail;
+    res = algo_config_parse(comm->params.algo, &comm->algo, comm->last_error, COMM_ERROR_BYTES);
+    if (res != CHORUS_SUCCESS) goto fail;
     if (config && config->size >= offsetof(chorus_config_t, connect_timeout_ms) + sizeof(int64_t) &&
         config->connect_timeout_ms > 0)
         comm->params.connect_timeout = config->connect_timeout_ms;
@@ -198,7 +220,7 @@ static chorus_result_t comm_init(chorus_comm_t *comm_p, int nranks, const chorus
         res = comm_error(comm, CHORUS_ERR_NO_MEMORY, "init: out of memory for %d ranks", nranks);
         goto fail;
     }
-    CHECK_GOTO(progress_engine_init(&comm->engine, (int)comm->params.spin_count), res, fail);
+    CHECK_GOTO(progress_engine_init(&comm->engine, comm->params.spin_us, nranks), res, fail);
     CHECK_GOTO(comm_connect(comm, id), res, fail);
     comm->prims = (prims_t){.rank = rank,
                             .nranks = nranks,
@@ -253,10 +275,136 @@ chorus_result_t chorus_comm_init_from_env(chorus_comm_t *comm_p)
     return res;
 }
 
+/* The step of comm_linger: done once every peer has closed its side. */
+static chorus_result_t comm_linger_step(void *arg, progress_status_t *status)
+{
+    chorus_comm_t comm = arg;
+    int open = 0;
+    for (int i = 0; i < comm->nranks; i++) {
+        transport_conn_t *c = comm->conns[i];
+        int moved = 0;
+        if (c && c->ops->progress(c, &moved) == CHORUS_SUCCESS) open++;
+    }
+    *status = open ? PROGRESS_IDLE : PROGRESS_DONE;
+    return CHORUS_SUCCESS;
+}
+
+/* After a peer failed, keep this rank's connections open (bounded) until the other ranks have noticed
+ * too: every survivor watches the dead rank's connection directly, and a survivor that closed at once
+ * would look like a second casualty to a rank that has not yet noticed the first, which would then
+ * blame the wrong rank. Ends as soon as every peer has closed. */
+static void comm_linger(chorus_comm_t comm)
+{
+    chorus_result_t sticky = atomic_load(&comm->sticky);
+    if (sticky == CHORUS_SUCCESS || sticky == CHORUS_ERR_ABORTED) return;
+    int failed;
+    (void)progress_run(&comm->engine, comm_linger_step, comm, comm->conns, comm->nranks,
+                       time_deadline_ms(COMM_FAILED_LINGER_MS), &failed);
+}
+
+typedef struct comm_goodbye {
+    chorus_comm_t comm;
+    transport_xfer_t *xfers;
+} comm_goodbye_t;
+
+static chorus_result_t comm_goodbye_step(void *arg, progress_status_t *status)
+{
+    comm_goodbye_t *g = arg;
+    int pending = 0, moved = 0;
+    for (int i = 0; i < g->comm->nranks; i++) {
+        transport_conn_t *c = g->comm->conns[i];
+        if (!c || g->xfers[i].state != XFER_PENDING) continue;
+        int m = 0;
+        (void)c->ops->progress(c, &m);
+        moved |= m;
+        pending += g->xfers[i].state == XFER_PENDING;
+    }
+    *status = !pending ? PROGRESS_DONE : moved ? PROGRESS_MOVED : PROGRESS_IDLE;
+    return CHORUS_SUCCESS;
+}
+
+/* A healthy communicator's last word to every peer: an empty message nobody receives. A peer still busy
+ * in its last operation watches this rank's connection while it waits; data ahead of the close tells it
+ * this rank left in good order, whereas a bare close is how a crash looks. Bounded: a peer that does not
+ * read cannot hold this up (the message fits any socket buffer or ring). */
+static void comm_goodbye(chorus_comm_t comm)
+{
+    if (atomic_load(&comm->sticky) != CHORUS_SUCCESS || comm->nranks < 2) return;
+    comm_goodbye_t g = {comm, calloc((size_t)comm->nranks, sizeof(transport_xfer_t))};
+    if (!g.xfers) return;
+    for (int i = 0; i < comm->nranks; i++)
+        if (comm->conns[i]) (void)comm->conns[i]->ops->post_send(comm->conns[i], &g.xfers[i]);
+    int failed;
+    (void)progress_run(&comm->engine, comm_goodbye_step, &g, comm->conns, comm->nranks,
+                       time_deadline_ms(COMM_FAILED_LINGER_MS), &failed);
+    free(g.xfers);
+}
+
 chorus_result_t chorus_comm_destroy(chorus_comm_t comm)
 {
     if (!comm) return comm_error(NULL, CHORUS_ERR_INVALID_ARGUMENT, "destroy: comm is NULL");
+    comm_goodbye(comm);
+    comm_linger(comm);
     comm_free(comm);
+    return CHORUS_SUCCESS;
+}
+
+chorus_result_t comm_op_begin(chorus_comm_t comm)
+{
+    chorus_result_t sticky = atomic_load(&comm->sticky);
+    if (sticky != CHORUS_SUCCESS)
+        return comm_error(comm, sticky, "the communicator failed earlier and can only be destroyed: %s",
+                          comm->sticky_error);
+    atomic_store(&comm->in_op, 1);
+    if (atomic_load(&comm->sticky) != CHORUS_SUCCESS) { /* an abort slipped in between */
+        atomic_store(&comm->in_op, 0);
+        return comm_error(comm, CHORUS_ERR_ABORTED, "the communicator was aborted");
+    }
+    return CHORUS_SUCCESS;
+}
+
+/* Errors a peer or an abort caused leave the data path in an unknown state (messages half sent, streams
+ * out of step), so they stick; a local error such as a failed allocation does not. */
+chorus_result_t comm_op_end(chorus_comm_t comm, chorus_result_t res)
+{
+    if (res == CHORUS_ERR_REMOTE || res == CHORUS_ERR_TIMEOUT || res == CHORUS_ERR_MISMATCH ||
+        res == CHORUS_ERR_ABORTED || res == CHORUS_ERR_SYSTEM) {
+        chorus_result_t expected = CHORUS_SUCCESS;
+        if (atomic_compare_exchange_strong(&comm->sticky, &expected, res))
+            snprintf(comm->sticky_error, sizeof(comm->sticky_error), "%s", comm->last_error);
+        /* The failed operation's transfers may still be posted, pointing at buffers the caller is about to
+         * free: take them back from every connection. */
+        for (int i = 0; i < comm->nranks; i++)
+            if (comm->conns[i]) comm->conns[i]->ops->abandon(comm->conns[i]);
+    }
+    atomic_store(&comm->in_op, 0);
+    return res;
+}
+
+chorus_result_t chorus_comm_abort(chorus_comm_t comm)
+{
+    if (!comm) return comm_error(NULL, CHORUS_ERR_INVALID_ARGUMENT, "abort: comm is NULL");
+    chorus_result_t expected = CHORUS_SUCCESS;
+    if (atomic_compare_exchange_strong(&comm->sticky, &expected, CHORUS_ERR_ABORTED))
+        snprintf(comm->sticky_error, sizeof(comm->sticky_error), "chorus_comm_abort() was called");
+    progress_abort(&comm->engine);
+    /* Wait (bounded) for a call blocked in another thread to leave the data path: after this returns, no
+     * receive of this rank is still writing into a user buffer. The engine checks the abort flag every
+     * turn and every 100 ms while blocked, so this ends within one such interval. */
+    int64_t deadline = time_deadline_ms(COMM_ABORT_WAIT_MS);
+    while (atomic_load(&comm->in_op) && time_now_ns() < deadline) {
+        struct timespec ts = {0, 200000};
+        nanosleep(&ts, NULL);
+    }
+    LOG_INFO(LOG_SUB_INIT, "communicator aborted");
+    return CHORUS_SUCCESS;
+}
+
+chorus_result_t chorus_comm_get_async_error(chorus_comm_t comm, chorus_result_t *result_p)
+{
+    if (!comm || !result_p)
+        return comm_error(comm, CHORUS_ERR_INVALID_ARGUMENT, "get_async_error: %s is NULL", comm ? "result_p" : "comm");
+    *result_p = atomic_load(&comm->sticky);
     return CHORUS_SUCCESS;
 }
 

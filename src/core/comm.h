@@ -3,8 +3,10 @@
 #ifndef CHORUS_COMM_H
 #define CHORUS_COMM_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
+#include "algo/algo.h"
 #include "algo/prims_impl.h"
 #include "util/params.h"
 
@@ -17,6 +19,7 @@ struct chorus_comm {
     int nshm, ntcp;           /* peers reached through each transport */
     int shm_fallback_logged;
     chorus_params_t params;
+    algo_config_t algo;       /* CHORUS_ALGO, parsed */
     transport_conn_t **conns; /* by rank; NULL for this rank */
     char (*hosts)[PRIMS_HOST_BYTES];
     progress_engine_t engine;
@@ -27,7 +30,16 @@ struct chorus_comm {
     void *stage;           /* float32 staging of half-precision reductions */
     size_t stage_bytes;
     char last_error[COMM_ERROR_BYTES];
+    /* Failure state, shared with chorus_comm_abort() on other threads. */
+    _Atomic chorus_result_t sticky; /* the error that broke the communicator, or SUCCESS */
+    atomic_int in_op;               /* 1 while an operation runs */
+    char sticky_error[COMM_ERROR_BYTES];
 };
+
+/* Operations bracket their work with these: begin refuses a broken communicator (returning its sticky
+ * error), end makes a peer-caused failure sticky. */
+chorus_result_t comm_op_begin(chorus_comm_t comm);
+chorus_result_t comm_op_end(chorus_comm_t comm, chorus_result_t res);
 
 /* Record the detail of a failure (printf-style) and return res, for one-line error returns. */
 chorus_result_t comm_error(chorus_comm_t comm, chorus_result_t res, const char *fmt, ...)

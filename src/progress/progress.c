@@ -11,17 +11,21 @@
 
 /* Longest single sleep: bounds how stale a deadline check can be. */
 #define PROGRESS_POLL_CAP_MS 100
-#define PROGRESS_MAX_POLL_FDS 64
 
-chorus_result_t progress_engine_init(progress_engine_t *pe, int spin_count)
+chorus_result_t progress_engine_init(progress_engine_t *pe, int64_t spin_us, int max_conns)
 {
+    pe->fds = calloc((size_t)max_conns + 1, sizeof(*pe->fds));
+    pe->owner = calloc((size_t)max_conns + 1, sizeof(*pe->owner));
+    pe->max_conns = max_conns;
+    if (!pe->fds || !pe->owner) return CHORUS_ERR_NO_MEMORY;
     pe->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (pe->wake_fd < 0) {
         LOG_WARN(LOG_SUB_INIT, "eventfd failed: %m");
         return CHORUS_ERR_SYSTEM;
     }
     atomic_init(&pe->aborted, 0);
-    pe->spin_count = spin_count < 0 ? 0 : spin_count;
+    pe->spin_ns = spin_us < 0 ? 0 : spin_us * 1000;
+    pe->yield = 0;
     return CHORUS_SUCCESS;
 }
 
@@ -29,6 +33,10 @@ void progress_engine_fini(progress_engine_t *pe)
 {
     if (pe->wake_fd >= 0) close(pe->wake_fd);
     pe->wake_fd = -1;
+    free(pe->fds);
+    free(pe->owner);
+    pe->fds = NULL;
+    pe->owner = NULL;
 }
 
 void progress_abort(progress_engine_t *pe)
@@ -38,44 +46,60 @@ void progress_abort(progress_engine_t *pe)
     (void)!write(pe->wake_fd, &one, sizeof(one));
 }
 
-/* Block until a connection or the wake descriptor is ready, or the timeout passes. */
+/* Block until a connection or the wake descriptor is ready, or the timeout passes; then let every
+ * connection that became ready make progress, so that one whose peer died reports it. */
 static chorus_result_t progress_block(progress_engine_t *pe, transport_conn_t *const *conns, int nconns,
-                                      int timeout_ms)
+                                      int timeout_ms, int *failed_p)
 {
-    struct pollfd fds[PROGRESS_MAX_POLL_FDS + 1];
-    int n = 0;
-    fds[n++] = (struct pollfd){.fd = pe->wake_fd, .events = POLLIN};
-    for (int i = 0; i < nconns && n <= PROGRESS_MAX_POLL_FDS; i++) {
+    struct pollfd *fds = pe->fds;
+    int *owner = pe->owner, n = 0;
+    fds[n] = (struct pollfd){.fd = pe->wake_fd, .events = POLLIN};
+    owner[n++] = -1;
+    for (int i = 0; i < nconns && i < pe->max_conns; i++) {
         short events = 0;
         int fd = conns[i] ? conns[i]->ops->poll_fd(conns[i], &events) : -1;
-        if (fd >= 0 && events) fds[n++] = (struct pollfd){.fd = fd, .events = events};
+        if (fd < 0 || !events) continue;
+        fds[n] = (struct pollfd){.fd = fd, .events = events};
+        owner[n++] = i;
     }
     if (SYSCALL_RETRY(poll(fds, (nfds_t)n, timeout_ms)) < 0 && errno != EINTR) {
         LOG_WARN(LOG_SUB_NET, "poll failed: %m");
         return CHORUS_ERR_SYSTEM;
     }
+    for (int k = 1; k < n; k++) {
+        if (!fds[k].revents) continue;
+        int moved = 0;
+        chorus_result_t res = conns[owner[k]]->ops->progress(conns[owner[k]], &moved);
+        if (res != CHORUS_SUCCESS) {
+            *failed_p = owner[k];
+            return res;
+        }
+    }
     return CHORUS_SUCCESS;
 }
 
 chorus_result_t progress_run(progress_engine_t *pe, progress_step_fn step, void *arg, transport_conn_t *const *conns,
-                             int nconns, int64_t deadline_ns)
+                             int nconns, int64_t deadline_ns, int *failed_p)
 {
-    int idle_turns = 0;
+    int64_t idle_since = 0; /* when the run last stopped moving, 0 while it moves */
+    *failed_p = -1;
     for (;;) {
         progress_status_t status = PROGRESS_IDLE;
         CHECK(step(arg, &status));
         if (status == PROGRESS_DONE) return CHORUS_SUCCESS;
-        if (status == PROGRESS_MOVED) {
-            idle_turns = 0;
-            continue;
-        }
         if (atomic_load_explicit(&pe->aborted, memory_order_relaxed)) return CHORUS_ERR_ABORTED;
-        /* Yield while spinning: with more ranks than cores, the peer we wait for may need this core. */
-        if (++idle_turns < pe->spin_count) {
-            sched_yield();
+        if (status == PROGRESS_MOVED) {
+            idle_since = 0;
             continue;
         }
-        if (time_now_ns() >= deadline_ns) return CHORUS_ERR_TIMEOUT;
-        CHECK(progress_block(pe, conns, nconns, time_left_ms(deadline_ns, PROGRESS_POLL_CAP_MS)));
+        /* With more ranks than cores, the peer we wait for may need this very core: yield it while spinning. */
+        int64_t now = time_now_ns();
+        if (!idle_since) idle_since = now;
+        if (now - idle_since < pe->spin_ns) {
+            if (pe->yield) sched_yield();
+            continue;
+        }
+        if (now >= deadline_ns) return CHORUS_ERR_TIMEOUT;
+        CHECK(progress_block(pe, conns, nconns, time_left_ms(deadline_ns, PROGRESS_POLL_CAP_MS), failed_p));
     }
 }

@@ -6,9 +6,9 @@
  * peer's data is often microseconds away) and then blocks in poll() on the descriptors of the
  * connections involved and on the engine's wake descriptor. Every wait has a deadline and checks the
  * abort flag, which another thread may raise at any time (progress_abort), waking a blocked waiter at once.
- * Spinning yields the processor each turn: users run more ranks than cores, and a rank that spins
- * without yielding starves the very peer it waits for (4 ranks on 2 cores: 2 ms per tiny AllReduce
- * instead of 0.17 ms).
+ * When ranks outnumber cores, spinning yields the processor each turn: a rank that spins without
+ * yielding starves the very peer it waits for (4 ranks on 2 cores: 2 ms per tiny AllReduce instead of
+ * 0.17 ms). Otherwise it spins flat out, which is what small-message latency needs.
  *
  * The loop, each turn:  step  ->  done? return  ->  moved? go again  ->  spin budget left? go again
  *                       ->  aborted? ABORTED  ->  past the deadline? TIMEOUT  ->  poll(fds, wake, <=100 ms)
@@ -16,6 +16,7 @@
 #ifndef CHORUS_PROGRESS_H
 #define CHORUS_PROGRESS_H
 
+#include <poll.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -29,17 +30,25 @@ typedef chorus_result_t (*progress_step_fn)(void *arg, progress_status_t *status
 typedef struct progress_engine {
     int wake_fd; /* eventfd written by progress_abort() */
     atomic_int aborted;
-    int spin_count;
+    int64_t spin_ns;      /* how long an idle run polls before it blocks */
+    int yield;            /* yield the processor on each spin turn (set when ranks outnumber cores) */
+    int max_conns;        /* poll set capacity: every connection plus the wake descriptor */
+    struct pollfd *fds;
+    int *owner;           /* index into the run's conns of each polled descriptor */
 } progress_engine_t;
 
-chorus_result_t progress_engine_init(progress_engine_t *pe, int spin_count);
+/* max_conns: the most connections a run will pass (the communicator's size). */
+chorus_result_t progress_engine_init(progress_engine_t *pe, int64_t spin_us, int max_conns);
 void progress_engine_fini(progress_engine_t *pe);
 /* Callable from any thread, any number of times: every current and future run returns ABORTED. */
 void progress_abort(progress_engine_t *pe);
 
 /* Run `step` until it is done, fails, the deadline (monotonic ns; INT64_MAX for none) passes (TIMEOUT) or
- * the engine is aborted (ABORTED). conns are the connections whose readiness can unblock the step. */
+ * the engine is aborted (ABORTED). conns are all the connections of the communicator (NULL entries
+ * allowed): while blocked the engine watches every one, not only those the step uses, so that a peer that
+ * dies anywhere fails the wait at once instead of leaving it to the deadline. When a connection fails
+ * that way, its index is stored in *failed_p (else -1) and its error returned. */
 chorus_result_t progress_run(progress_engine_t *pe, progress_step_fn step, void *arg, transport_conn_t *const *conns,
-                             int nconns, int64_t deadline_ns);
+                             int nconns, int64_t deadline_ns, int *failed_p);
 
 #endif

@@ -62,6 +62,11 @@ typedef struct transport_ops {
      * bytes after all asks for an event that is ready at once (shm: POLLOUT on its doorbell), so a
      * wake-up that raced with the preparation is never lost. */
     int (*poll_fd)(transport_conn_t *conn, short *events);
+    /* Give every posted transfer back (left as they are, the caller's again) and stop moving data, but keep
+     * the connection open, so that the peer does not take it for this side's failure. From then on
+     * progress() only discards what arrives and reports the peer's close (REMOTE), and poll_fd() waits for
+     * it. Used once an operation failed: its buffers may be freed while the connection lingers. */
+    void (*abandon)(transport_conn_t *conn);
     /* Close the connection; pending transfers are abandoned (left PENDING, owned by the caller again). */
     void (*close)(transport_conn_t *conn);
 } transport_ops_t;

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "algo/reduce.h"
 
@@ -118,6 +119,14 @@ static int call_ok(chorus_result_t r, const char *coll)
 enum { ALLREDUCE, REDUCE, REDUCE_SCATTER, ALLGATHER, BROADCAST, ALLTOALL, NCOLLS };
 static const char *const coll_names[NCOLLS] = {"allreduce", "reduce", "reduce_scatter", "allgather", "broadcast", "alltoall"};
 
+/* A collective's index in coll_names, NCOLLS for the barrier, -1 if unknown. */
+static int coll_parse(const char *name)
+{
+    for (int c = 0; c < NCOLLS; c++)
+        if (strcmp(name, coll_names[c]) == 0) return c;
+    return strcmp(name, "barrier") == 0 ? NCOLLS : -1;
+}
+
 /* One call: fill, run, compare every element of the output with the exact expectation. */
 static void run_one(int coll, chorus_datatype_t dt, chorus_redop_t op, size_t count, int inplace, int root)
 {
@@ -190,9 +199,31 @@ static void run_one(int coll, chorus_datatype_t dt, chorus_redop_t op, size_t co
     free(want.raw);
 }
 
+/* Whether -q keeps this datatype and op: for reductions every datatype once, with the ops in turn (float16
+ * gets prod, staged in float32, and bfloat16 max, reduced natively); for data movement one datatype per
+ * element size. */
+static int sampled(int coll, chorus_datatype_t dt, chorus_redop_t op)
+{
+    if (coll == ALLREDUCE || coll == REDUCE || coll == REDUCE_SCATTER) return (int)op == (int)dt % chorus_num_ops;
+    return dt == chorus_int8 || dt == chorus_float16 || dt == chorus_int32 || dt == chorus_float64;
+}
+
+/* test_coll [-c COLLECTIVE] [-q] [BIG]: BIG is the largest count (default about 1M elements); -c runs only
+ * that collective (one of coll_names, or barrier) rather than every collective and point to point; -q runs
+ * a sample of the datatypes and ops (see sampled()). */
 int main(int argc, char **argv)
 {
-    size_t big = argc > 1 ? strtoull(argv[1], NULL, 0) : (1u << 20);
+    int only = -1, quick = 0, opt;
+    while ((opt = getopt(argc, argv, "c:q")) != -1) {
+        if (opt == 'q') {
+            quick = 1;
+        } else if (opt != 'c' || (only = coll_parse(optarg)) < 0) {
+            fprintf(stderr, "usage: test_coll [-c allreduce|reduce|reduce_scatter|allgather|broadcast|alltoall|"
+                    "barrier] [-q] [largest count]\n");
+            return 2;
+        }
+    }
+    size_t big = optind < argc ? strtoull(argv[optind], NULL, 0) : (1u << 20);
     if (chorus_comm_init_from_env(&comm) != CHORUS_SUCCESS) {
         fprintf(stderr, "init failed: %s\n", chorus_comm_last_error(NULL));
         return 1;
@@ -202,20 +233,20 @@ int main(int argc, char **argv)
     size_t p = (size_t)nranks;
     size_t counts[] = {0, 1, p > 1 ? p - 1 : 2, p + 1, 1009, big};
     for (int coll = 0; coll < NCOLLS; coll++)
-        for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+        for (size_t c = 0; (only < 0 || only == coll) && c < sizeof(counts) / sizeof(counts[0]); c++) {
             /* "About 1M" is the whole buffer; per-rank counts shrink accordingly. */
             size_t count = counts[c];
             if (c == 5 && (coll == REDUCE_SCATTER || coll == ALLGATHER || coll == ALLTOALL)) count = big / p;
             int reducing = coll == ALLREDUCE || coll == REDUCE || coll == REDUCE_SCATTER;
             for (int dt = 0; dt < chorus_num_datatypes; dt++)
                 for (int op = 0; op < (reducing ? chorus_num_ops : 1); op++)
-                    for (int inplace = 0; inplace < 2; inplace++) {
+                    for (int inplace = 0; inplace < 2 && (!quick || sampled(coll, dt, op)); inplace++) {
                         int root = (coll == REDUCE || coll == BROADCAST) ? (int)((c + (size_t)dt) % p) : 0;
                         run_one(coll, (chorus_datatype_t)dt, (chorus_redop_t)op, count, inplace, root);
                     }
         }
     /* Point to point around the ring (even ranks send first so blocking calls cannot deadlock), and barrier. */
-    if (nranks > 1) {
+    if (nranks > 1 && only < 0) {
         size_t n = 100003;
         int32_t *sbuf = malloc(n * 4), *rbuf = malloc(n * 4);
         for (size_t i = 0; i < n; i++) sbuf[i] = (int32_t)(i * 31 + (size_t)rank);
@@ -230,7 +261,8 @@ int main(int argc, char **argv)
         free(sbuf);
         free(rbuf);
     }
-    report(call_ok(chorus_barrier(comm, NULL), "barrier"), "barrier", chorus_uint8, chorus_sum, 0, 0, "failed");
+    if (only < 0 || only == NCOLLS)
+        report(call_ok(chorus_barrier(comm, NULL), "barrier"), "barrier", chorus_uint8, chorus_sum, 0, 0, "failed");
 
     /* Every rank's verdict counts: sum the failures over the communicator. */
     int64_t totals[2] = {failures, checks};

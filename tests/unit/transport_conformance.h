@@ -481,6 +481,32 @@ static void conf_test_idle_close(const conformance_factory_t *f)
     a->ops->close(a);
 }
 
+/* abandon(): posted transfers are given back untouched while the peer keeps sending, the peer is not
+ * disturbed, and the peer's eventual close is still reported. */
+static void conf_test_abandon(const conformance_factory_t *f)
+{
+    transport_conn_t *a, *b;
+    if (!conf_pair(f, 4096, 0, &a, &b)) return;
+    static char out[1 << 20], in[1 << 20];
+    memset(out, 0x5a, sizeof(out));
+    memset(in, 0, sizeof(in));
+    transport_xfer_t r = conf_xfer(in, sizeof(in), 7), s = conf_xfer(out, sizeof(out), 7);
+    TEST_ASSERT(a->ops->post_recv(a, &r) == CHORUS_SUCCESS, "post_recv");
+    a->ops->abandon(a);
+    TEST_ASSERT(b->ops->post_send(b, &s) == CHORUS_SUCCESS, "post_send");
+    for (int i = 0; i < 200 && s.state == XFER_PENDING; i++) {
+        int moved;
+        TEST_ASSERT(a->ops->progress(a, &moved) == CHORUS_SUCCESS, "abandoned end failed while the peer lives");
+        b->ops->progress(b, &moved);
+        usleep(1000);
+    }
+    TEST_ASSERT(r.state == XFER_PENDING && r.done == 0 && in[0] == 0 && in[sizeof(in) - 1] == 0,
+                "an abandoned receive was written to");
+    b->ops->close(b);
+    TEST_ASSERT(conf_drive(&a, 1, conf_conn_failed, a), "an abandoned end never noticed the peer's close");
+    a->ops->close(a);
+}
+
 /* What the peer sent before it closed is still delivered (as the last message of a collective must be,
  * when its sender goes on to destroy its communicator); only what comes after fails. */
 static void conf_test_close_after_send(const conformance_factory_t *f)
@@ -665,6 +691,7 @@ static inline void conformance_run(const conformance_factory_t *f)
     conf_test_close_mid_transfer(f);
     conf_test_peer_killed(f);
     conf_test_close_pending(f);
+    conf_test_abandon(f);
 }
 
 #endif

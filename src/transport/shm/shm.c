@@ -112,6 +112,7 @@ typedef struct shm_conn {
     int asleep;    /* our asleep word was set: drain the doorbell at the next progress() */
     int peer_gone; /* the doorbell saw EOF or a reset: only what is already in the ring can still move */
     int peer_errno;
+    int abandoned; /* see transport.h: only the peer's close is still of interest */
     shm_dir_t tx;
     shm_dir_t rx;
 } shm_conn_t;
@@ -386,6 +387,10 @@ static chorus_result_t shm_progress(transport_conn_t *base, int *moved)
     shm_conn_t *c = (shm_conn_t *)base;
     *moved = 0;
     if (c->err != CHORUS_SUCCESS) return c->err;
+    if (c->abandoned) {
+        CHECK(shm_wake(c)); /* drains the doorbell, noticing the peer's close */
+        return c->peer_gone ? shm_fail(c, CHORUS_ERR_REMOTE, c->peer_errno) : CHORUS_SUCCESS;
+    }
     if (c->asleep) CHECK(shm_wake(c));
     int sent = 0, received = 0;
     /* Bytes for a peer that is gone would never be read: let the sends fail instead. */
@@ -417,6 +422,10 @@ static int shm_poll_fd(transport_conn_t *base, short *events)
     *events = 0;
     /* A gone peer that was not failed left messages nobody has asked for: nothing to wait for. */
     if (c->err != CHORUS_SUCCESS || c->peer_gone) return -1;
+    if (c->abandoned) {
+        *events = POLLIN;
+        return c->fd;
+    }
     atomic_store_explicit(&c->ctl->asleep[c->side].v, 1, memory_order_relaxed);
     c->asleep = 1;
     atomic_thread_fence(memory_order_seq_cst);
@@ -424,6 +433,14 @@ static int shm_poll_fd(transport_conn_t *base, short *events)
     *events = POLLIN;
     if (shm_can_move(c)) *events |= POLLOUT;
     return c->fd;
+}
+
+static void shm_abandon(transport_conn_t *base)
+{
+    shm_conn_t *c = (shm_conn_t *)base;
+    c->tx.head = c->tx.tail = NULL;
+    c->rx.head = c->rx.tail = NULL;
+    c->abandoned = 1;
 }
 
 /* Leaves the segment's shared words alone, so that closing an inherited copy (after fork) is invisible
@@ -442,6 +459,7 @@ static const transport_ops_t shm_ops = {
     .post_recv = shm_post_recv,
     .progress = shm_progress,
     .poll_fd = shm_poll_fd,
+    .abandon = shm_abandon,
     .close = shm_close,
 };
 

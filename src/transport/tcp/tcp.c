@@ -54,6 +54,7 @@ typedef struct tcp_conn {
     int sys_errno;
     /* Bytes are waiting in the socket with no receive posted: polling for POLLIN would only spin. */
     int unclaimed_input;
+    int abandoned; /* see transport.h: only the peer's close is still of interest */
     tcp_queue_t tx;
     tcp_queue_t rx;
 } tcp_conn_t;
@@ -320,11 +321,25 @@ static chorus_result_t tcp_post_recv(transport_conn_t *base, transport_xfer_t *x
     return tcp_post(conn, &conn->rx, xfer);
 }
 
+/* An abandoned connection reads and drops whatever arrives, until the peer's close. */
+static chorus_result_t tcp_discard(tcp_conn_t *conn)
+{
+    char buf[4096];
+    for (;;) {
+        ssize_t n = SYSCALL_RETRY(recv(conn->fd, buf, sizeof(buf), MSG_DONTWAIT));
+        if (n > 0) continue;
+        if (n == 0) return tcp_fail_eof(conn);
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return CHORUS_SUCCESS;
+        return tcp_fail_errno(conn, errno, "recv");
+    }
+}
+
 static chorus_result_t tcp_progress(transport_conn_t *base, int *moved)
 {
     tcp_conn_t *conn = (tcp_conn_t *)base;
     *moved = 0;
     if (conn->err != CHORUS_SUCCESS) return conn->err;
+    if (conn->abandoned) return tcp_discard(conn);
     /* At most one chunk of payload per direction and call: with a fast sender the socket never runs dry,
      * and the caller must get each chunk as it lands (to reduce it while the next is on the wire). */
     size_t send_budget = conn->chunk_bytes, recv_budget = conn->chunk_bytes;
@@ -343,12 +358,24 @@ static int tcp_poll_fd(transport_conn_t *base, short *events)
     tcp_conn_t *conn = (tcp_conn_t *)base;
     *events = 0;
     if (conn->err != CHORUS_SUCCESS) return -1;
+    if (conn->abandoned) {
+        *events = POLLIN;
+        return conn->fd;
+    }
     /* Idle, POLLIN reports the peer's close (see tcp_peek). Not with unclaimed input: POLLIN would fire
      * at once, forever, and a close behind that input can only be seen once a receive consumes it. A
      * blocked send learns of a lost peer from POLLOUT, or from POLLERR/POLLHUP, which poll() always reports. */
     if (conn->rx.head || (!conn->tx.head && !conn->unclaimed_input)) *events |= POLLIN;
     if (conn->tx.head) *events |= POLLOUT;
     return conn->fd;
+}
+
+static void tcp_abandon(transport_conn_t *base)
+{
+    tcp_conn_t *conn = (tcp_conn_t *)base;
+    conn->tx.head = conn->tx.tail = NULL;
+    conn->rx.head = conn->rx.tail = NULL;
+    conn->abandoned = 1;
 }
 
 static void tcp_close(transport_conn_t *base)
@@ -364,6 +391,7 @@ static const transport_ops_t tcp_ops = {
     .post_recv = tcp_post_recv,
     .progress = tcp_progress,
     .poll_fd = tcp_poll_fd,
+    .abandon = tcp_abandon,
     .close = tcp_close,
 };
 

@@ -1,0 +1,38 @@
+/*
+ * Ring AllToAll: only neighbours talk. At step s (1 <= s < p) rank r sends its right neighbour the blocks
+ * rank r - s + 1 addressed to ranks r + 1 .. r + p - s, and receives from its left neighbour the blocks of
+ * rank r - s for ranks r .. r + p - s - 1: the first is its own, the rest go on at the next step.
+ *
+ * Steps: p - 1. Bytes sent per rank: (p - 1)/2 * n (n = p * count elements): store and forward costs a
+ * factor p/2 over pairwise, for a ring-shaped topology. Restrictions: none.
+ */
+#include <string.h>
+
+#include "algo/algo.h"
+#include "algo/plan.h"
+#include "util/util.h"
+
+chorus_result_t alltoall_ring(prims_t *p, const coll_args_t *a)
+{
+    int rank = prims_rank(p), n = prims_nranks(p);
+    size_t block = a->count * dtype_size(a->dtype), span = block * (size_t)(n - 1);
+    const char *send = a->sendbuf;
+    char *recv = a->recvbuf, *bundle[2];
+    CHECK(prims_scratch(p, 1, 2 * span, (void **)&bundle[0]));
+    bundle[1] = bundle[0] + span;
+    /* The first bundle: this rank's blocks for r + 1, ..., r + p - 1, read before recvbuf (maybe sendbuf)
+     * is written. */
+    for (int i = 0; i < n - 1; i++)
+        memcpy(bundle[0] + (size_t)i * block, send + (size_t)plan_mod(rank + 1 + i, n) * block, block);
+    if (send != recv) memcpy(recv + (size_t)rank * block, send + (size_t)rank * block, block);
+    const char *out = bundle[0];
+    for (int s = 1; s < n; s++) {
+        int to, from, src, nblocks;
+        plan_ring_alltoall(rank, n, s, &to, &from, &src, &nblocks);
+        char *in = bundle[s % 2];
+        CHECK(prims_sendrecv(p, to, out, (size_t)nblocks * block, from, in, (size_t)nblocks * block));
+        memcpy(recv + (size_t)src * block, in, block);
+        out = in + block;
+    }
+    return CHORUS_SUCCESS;
+}

@@ -1,0 +1,26 @@
+/*
+ * Binomial-tree Broadcast: relative to the root, rank v receives from v with its lowest set bit cleared
+ * and forwards to v + 2^k for each 2^k below that bit, largest subtree first. The message moves chunk by
+ * chunk, each chunk forwarded as soon as it lands.
+ *
+ * Steps: ceil(log2 p) + k - 1 chunk hops for k chunks (one message per child at a time). Bytes sent per
+ * rank: n per child (the root: ceil(log2 p) n; leaves, half the ranks: none). Time ~ ceil(log2 p)
+ * (alpha + n/beta) unpipelined. Restrictions: none.
+ */
+#include <string.h>
+
+#include "algo/algo.h"
+#include "algo/trees.h"
+
+chorus_result_t broadcast_binomial(prims_t *p, const coll_args_t *a)
+{
+    int rank = prims_rank(p), kids[32];
+    size_t bytes = a->count * dtype_size(a->dtype);
+    prims_tree_t t;
+    trees_binomial(&t, kids, rank, prims_nranks(p), a->root);
+    if (rank == a->root && a->sendbuf != a->recvbuf) memcpy(a->recvbuf, a->sendbuf, bytes);
+    t.src = a->recvbuf;
+    t.dst = a->recvbuf;
+    t.bytes = bytes;
+    return prims_trees(p, PRIMS_TREE_BROADCAST, &t, 1, NULL);
+}
