@@ -200,7 +200,10 @@ static chorus_result_t comm_init(chorus_comm_t *comm_p, int nranks, const chorus
     log_set_rank(rank);
     chorus_result_t res = params_load(&comm->params, comm->last_error, COMM_ERROR_BYTES);
     if (res != CHORUS_SUCCESS) goto fail;
-    res = algo_config_parse(comm->params.algo, &comm->algo, comm->last_error, COMM_ERROR_BYTES);
+    const char *algo = comm->params.algo;
+    if (config && config->size >= offsetof(chorus_config_t, algo) + sizeof(config->algo) && config->algo)
+        algo = config->algo;
+    res = algo_config_parse(algo, &comm->algo, comm->last_error, COMM_ERROR_BYTES);
     if (res != CHORUS_SUCCESS) goto fail;
     if (config && config->size >= offsetof(chorus_config_t, connect_timeout_ms) + sizeof(int64_t) &&
         config->connect_timeout_ms > 0)

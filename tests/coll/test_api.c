@@ -60,6 +60,19 @@ int main(void)
                     strstr(chorus_comm_last_error(NULL), "config->size"),
                 "config without size: %s", chorus_comm_last_error(NULL));
 
+    /* The config's algorithm choice overrides CHORUS_ALGO, with the same checks. */
+    chorus_config_t cfg = CHORUS_CONFIG_INITIALIZER;
+    cfg.algo = "allreduce:nosuch";
+    TEST_ASSERT(chorus_comm_init_rank_config(&other, 1, id, 0, &cfg) == INV &&
+                    strstr(chorus_comm_last_error(NULL), "nosuch") && strstr(chorus_comm_last_error(NULL), "ring"),
+                "unknown algorithm in config: %s", chorus_comm_last_error(NULL));
+    cfg.algo = "allreduce:rhd";
+    chorus_unique_id_t solo;
+    TEST_ASSERT(chorus_get_unique_id(&solo) == CHORUS_SUCCESS, "get_unique_id: %s", chorus_comm_last_error(NULL));
+    TEST_ASSERT(chorus_comm_init_rank_config(&other, 1, solo, 0, &cfg) == CHORUS_SUCCESS, "config init: %s",
+                chorus_comm_last_error(NULL));
+    if (other) chorus_comm_destroy(other);
+
     /* Still usable. */
     for (int i = 0; i < 64; i++) buf[i] = (float)(rank + i);
     TEST_ASSERT(chorus_allreduce(buf, buf, 64, chorus_float32, chorus_sum, comm, NULL) == CHORUS_SUCCESS,
