@@ -130,6 +130,7 @@ static chorus_result_t exch_step(void *arg, progress_status_t *status)
     int done = e->recvs_handled == e->nrecvs && e->sends_posted == e->nsends;
     for (int i = 0; done && i < e->nsends; i++) done = e->sends[i].state == XFER_DONE;
     *status = done ? PROGRESS_DONE : moved ? PROGRESS_MOVED : PROGRESS_IDLE;
+    if (*status == PROGRESS_IDLE) e->p->waiting_on = e->recvs_handled < e->nrecvs ? e->recv_peer : e->send_peer;
     return CHORUS_SUCCESS;
 }
 
@@ -503,6 +504,7 @@ static chorus_result_t trees_step(void *arg, progress_status_t *status)
                 return prims_fail_xfer(op->p, l->peer, x, l->send);
             moved = 1;
         }
+        if (done && l->done < l->n) op->p->waiting_on = l->peer; /* the first unfinished lane, as in errors */
         done &= l->done == l->n;
     }
     *status = done ? PROGRESS_DONE : moved ? PROGRESS_MOVED : PROGRESS_IDLE;

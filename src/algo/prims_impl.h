@@ -23,6 +23,7 @@ struct prims {
     const char *op_name;
     uint64_t op_seq;
     int step; /* exchanges so far in this operation, for error messages */
+    int waiting_on; /* the peer an idle exchange waits for (-1: none yet), for the flight recorder */
     /* Scratch, grown on demand, freed with the communicator. */
     void *scratch[2];
     size_t scratch_bytes[2];

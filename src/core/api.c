@@ -87,19 +87,24 @@ static void coll_local(const coll_args_t *a, size_t elem)
         reduce_finish(a->recvbuf, a->count, a->dtype, a->op, 1);
 }
 
-static void coll_begin(chorus_comm_t comm, const char *name, uint32_t tag, uint64_t seq)
+/* Returns when the operation started: one clock read serves the deadline and the flight recorder. */
+static int64_t coll_begin(chorus_comm_t comm, const char *name, uint32_t tag, uint64_t seq)
 {
+    int64_t now = time_now_ns();
     comm->prims.step = 0;
-    comm->prims.deadline_ns = time_deadline_ms(comm->params.timeout);
+    comm->prims.waiting_on = -1;
+    comm->prims.deadline_ns = comm->params.timeout > 0 ? now + comm->params.timeout * 1000000 : INT64_MAX;
     comm->prims.tag = tag;
     comm->prims.op_name = name;
     comm->prims.op_seq = seq;
+    return now;
 }
 
 static chorus_result_t coll_run_algo(chorus_comm_t comm, const coll_args_t *a)
 {
     const algo_desc_t *algo = algo_select(a, comm->nranks, &comm->algo);
     if (!algo) return comm_error(comm, CHORUS_ERR_INTERNAL, "%s: no algorithm registered", coll_name(a->coll));
+    recorder_algo(&comm->rec, algo->name);
     LOG_DEBUG(LOG_SUB_COLL, "%s #%llu: count %zu %s via %s", coll_name(a->coll), (unsigned long long)comm->coll_seq,
               a->count, dtype_name(a->dtype), algo->name);
     chorus_result_t res = algo->run(&comm->prims, a);
@@ -146,7 +151,8 @@ static chorus_result_t coll_run(chorus_comm_t comm, const coll_args_t *a, size_t
 {
     CHECK(comm_op_begin(comm));
     uint32_t tag = TAG_COLLECTIVE | (uint32_t)(comm->coll_seq & TAG_SEQ_MASK);
-    coll_begin(comm, coll_name(a->coll), tag, comm->coll_seq);
+    int64_t start = coll_begin(comm, coll_name(a->coll), tag, comm->coll_seq);
+    recorder_begin(&comm->rec, start, a->coll, comm->coll_seq, a->count, a->dtype, a->op, a->root);
     chorus_result_t res = CHORUS_SUCCESS;
     if (comm->nranks == 1)
         coll_local(a, elem);
@@ -157,6 +163,7 @@ static chorus_result_t coll_run(chorus_comm_t comm, const coll_args_t *a, size_t
     else
         res = coll_run_algo(comm, a);
     comm->coll_seq++;
+    recorder_end(&comm->rec, res, comm->prims.step, comm->prims.waiting_on);
     return comm_op_end(comm, res);
 }
 
@@ -278,9 +285,11 @@ static chorus_result_t p2p_run(chorus_comm_t comm, const char *name, int send, v
     CHECK(api_check_buf(comm, name, send ? "sendbuf" : "recvbuf", buf, bytes));
     CHECK(comm_op_begin(comm));
     uint32_t *seq = send ? &comm->send_seq[peer] : &comm->recv_seq[peer];
-    coll_begin(comm, name, *seq & TAG_SEQ_MASK, *seq);
+    int64_t start = coll_begin(comm, name, *seq & TAG_SEQ_MASK, *seq);
+    recorder_begin(&comm->rec, start, send ? REC_SEND : REC_RECV, *seq, count, datatype, chorus_sum, peer);
     (*seq)++;
     chorus_result_t res = send ? prims_send(&comm->prims, peer, buf, bytes) : prims_recv(&comm->prims, peer, buf, bytes);
+    recorder_end(&comm->rec, res, comm->prims.step, comm->prims.waiting_on);
     return comm_op_end(comm, res);
 }
 

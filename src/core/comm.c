@@ -40,6 +40,7 @@ int chorus_version(void) { return CHORUS_VERSION_CODE; }
 
 static void comm_free(chorus_comm_t comm)
 {
+    recorder_fini(comm); /* first: the SIGUSR1 helper may be dumping this communicator */
     if (comm->conns)
         for (int i = 0; i < comm->nranks; i++)
             if (comm->conns[i]) comm->conns[i]->ops->close(comm->conns[i]);
@@ -224,6 +225,7 @@ static chorus_result_t comm_init(chorus_comm_t *comm_p, int nranks, const chorus
         goto fail;
     }
     CHECK_GOTO(progress_engine_init(&comm->engine, comm->params.spin_us, nranks), res, fail);
+    CHECK_GOTO(recorder_init(comm, id), res, fail);
     CHECK_GOTO(comm_connect(comm, id), res, fail);
     comm->prims = (prims_t){.rank = rank,
                             .nranks = nranks,
@@ -373,8 +375,10 @@ chorus_result_t comm_op_end(chorus_comm_t comm, chorus_result_t res)
     if (res == CHORUS_ERR_REMOTE || res == CHORUS_ERR_TIMEOUT || res == CHORUS_ERR_MISMATCH ||
         res == CHORUS_ERR_ABORTED || res == CHORUS_ERR_SYSTEM) {
         chorus_result_t expected = CHORUS_SUCCESS;
-        if (atomic_compare_exchange_strong(&comm->sticky, &expected, res))
+        if (atomic_compare_exchange_strong(&comm->sticky, &expected, res)) {
             snprintf(comm->sticky_error, sizeof(comm->sticky_error), "%s", comm->last_error);
+            recorder_on_failure(comm, res);
+        }
         /* The failed operation's transfers may still be posted, pointing at buffers the caller is about to
          * free: take them back from every connection. */
         for (int i = 0; i < comm->nranks; i++)
@@ -388,8 +392,8 @@ chorus_result_t chorus_comm_abort(chorus_comm_t comm)
 {
     if (!comm) return comm_error(NULL, CHORUS_ERR_INVALID_ARGUMENT, "abort: comm is NULL");
     chorus_result_t expected = CHORUS_SUCCESS;
-    if (atomic_compare_exchange_strong(&comm->sticky, &expected, CHORUS_ERR_ABORTED))
-        snprintf(comm->sticky_error, sizeof(comm->sticky_error), "chorus_comm_abort() was called");
+    int first = atomic_compare_exchange_strong(&comm->sticky, &expected, CHORUS_ERR_ABORTED);
+    if (first) snprintf(comm->sticky_error, sizeof(comm->sticky_error), "chorus_comm_abort() was called");
     progress_abort(&comm->engine);
     /* Wait (bounded) for a call blocked in another thread to leave the data path: after this returns, no
      * receive of this rank is still writing into a user buffer. The engine checks the abort flag every
@@ -399,6 +403,7 @@ chorus_result_t chorus_comm_abort(chorus_comm_t comm)
         struct timespec ts = {0, 200000};
         nanosleep(&ts, NULL);
     }
+    if (first) recorder_on_failure(comm, CHORUS_ERR_ABORTED); /* after the blocked call recorded its end */
     LOG_INFO(LOG_SUB_INIT, "communicator aborted");
     return CHORUS_SUCCESS;
 }

@@ -8,6 +8,7 @@
 
 #include "algo/algo.h"
 #include "algo/prims_impl.h"
+#include "core/recorder.h"
 #include "util/params.h"
 
 #define COMM_ERROR_BYTES 1024
@@ -34,6 +35,7 @@ struct chorus_comm {
     _Atomic chorus_result_t sticky; /* the error that broke the communicator, or SUCCESS */
     atomic_int in_op;               /* 1 while an operation runs */
     char sticky_error[COMM_ERROR_BYTES];
+    recorder_t rec; /* the flight recorder */
 };
 
 /* Operations bracket their work with these: begin refuses a broken communicator (returning its sticky
