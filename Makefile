@@ -19,6 +19,17 @@ build: $(BUILD)/CMakeCache.txt
 test: build
 	cd $(BUILD) && ctest --output-on-failure --timeout 600
 
+# The suite under AddressSanitizer and UndefinedBehaviorSanitizer (any report fails the test). Left out:
+# the 1M-element matrices (the same paths run with smaller counts), and installing, whose consumers are
+# built without the sanitizer runtime.
+ASAN_BUILD ?= $(BUILD)-asan
+ASAN_EXCLUDE ?= ^coll\.np[0-9]+$$|^install\.|^perf\.mpi
+test-asan:
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCHORUS_SANITIZE=ON
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --output-on-failure --timeout 600 -j $(JOBS) -E '$(ASAN_EXCLUDE)'
+
 perf: build
 	$(BUILD)/tools/chorusrun -n 4 $(BUILD)/tools/chorus-perf allreduce -b 8 -e 256M -f 4
 
