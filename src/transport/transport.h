@@ -42,6 +42,12 @@ typedef struct transport_xfer {
     struct transport_xfer *next; /* queue link, owned by the transport while posted */
 } transport_xfer_t;
 
+/* The FIFO of posted transfers a transport keeps per direction: helpers every transport shares. */
+typedef struct xfer_queue {
+    struct transport_xfer *head;
+    struct transport_xfer *tail;
+} xfer_queue_t;
+
 typedef struct transport_conn transport_conn_t;
 
 typedef struct transport_ops {
@@ -70,6 +76,39 @@ typedef struct transport_ops {
     /* Close the connection; pending transfers are abandoned (left PENDING, owned by the caller again). */
     void (*close)(transport_conn_t *conn);
 } transport_ops_t;
+
+static inline void xfer_queue_push(xfer_queue_t *q, transport_xfer_t *xfer)
+{
+    xfer->next = NULL;
+    if (q->tail)
+        q->tail->next = xfer;
+    else
+        q->head = xfer;
+    q->tail = xfer;
+}
+
+/* Completion hands the transfer back to the caller, so it is unlinked before its state is published. */
+static inline void xfer_queue_pop_done(xfer_queue_t *q)
+{
+    transport_xfer_t *xfer = q->head;
+    q->head = xfer->next;
+    if (!q->head) q->tail = NULL;
+    xfer->state = XFER_DONE;
+}
+
+/* Fail every queued transfer, emptying the queue. */
+static inline void xfer_queue_fail(xfer_queue_t *q, chorus_result_t err, int sys_errno)
+{
+    transport_xfer_t *xfer = q->head;
+    q->head = q->tail = NULL;
+    while (xfer) {
+        transport_xfer_t *next = xfer->next;
+        xfer->err = err;
+        xfer->sys_errno = sys_errno;
+        xfer->state = XFER_FAILED;
+        xfer = next;
+    }
+}
 
 /* Every transport's connection begins with this. */
 struct transport_conn {

@@ -87,8 +87,7 @@ typedef struct shm_ctl {
 
 /* One direction as this side sees it: the queue of posted transfers and its end of the ring. */
 typedef struct shm_dir {
-    transport_xfer_t *head;
-    transport_xfer_t *tail;
+    xfer_queue_t q;
     char *ring;
     _Atomic uint64_t *mine;   /* the position this side publishes: the tail of sends, the head of receives */
     _Atomic uint64_t *theirs; /* the peer's */
@@ -160,38 +159,11 @@ static void shm_publish(shm_dir_t *d)
     d->published = d->pos;
 }
 
-static void shm_queue_push(shm_dir_t *d, transport_xfer_t *xfer)
-{
-    xfer->next = NULL;
-    if (d->tail)
-        d->tail->next = xfer;
-    else
-        d->head = xfer;
-    d->tail = xfer;
-}
-
-/* Completion hands the transfer back to the caller, so unlink it before publishing its state. */
 static void shm_queue_pop_done(shm_dir_t *d)
 {
-    transport_xfer_t *xfer = d->head;
-    d->head = xfer->next;
-    if (!d->head) d->tail = NULL;
     d->framed = 0;
     d->body = 0;
-    xfer->state = XFER_DONE;
-}
-
-static void shm_queue_fail(shm_dir_t *d, chorus_result_t err, int sys_errno)
-{
-    transport_xfer_t *xfer = d->head;
-    d->head = d->tail = NULL;
-    while (xfer) {
-        transport_xfer_t *next = xfer->next;
-        xfer->err = err;
-        xfer->sys_errno = sys_errno;
-        xfer->state = XFER_FAILED;
-        xfer = next;
-    }
+    xfer_queue_pop_done(&d->q);
 }
 
 /* Shutting the doorbell down tells the peer at once, instead of leaving it to wait for bytes that will
@@ -200,8 +172,8 @@ static chorus_result_t shm_fail(shm_conn_t *c, chorus_result_t err, int sys_errn
 {
     c->err = err;
     c->sys_errno = sys_errno;
-    shm_queue_fail(&c->tx, err, sys_errno);
-    shm_queue_fail(&c->rx, err, sys_errno);
+    xfer_queue_fail(&c->tx.q, err, sys_errno);
+    xfer_queue_fail(&c->rx.q, err, sys_errno);
     shutdown(c->fd, SHUT_RDWR);
     return err;
 }
@@ -264,8 +236,8 @@ static void shm_send(shm_conn_t *c, int *moved)
 {
     shm_dir_t *d = &c->tx;
     size_t budget = c->chunk_bytes;
-    while (d->head && budget > 0) {
-        transport_xfer_t *xfer = d->head;
+    while (d->q.head && budget > 0) {
+        transport_xfer_t *xfer = d->q.head;
         if (!d->framed) {
             if (shm_tx_room(c, SHM_FRAME_BYTES) < SHM_FRAME_BYTES) break;
             unsigned char frame[SHM_FRAME_BYTES];
@@ -321,8 +293,8 @@ static chorus_result_t shm_recv(shm_conn_t *c, int *moved)
 {
     shm_dir_t *d = &c->rx;
     size_t budget = c->chunk_bytes;
-    while (d->head && budget > 0) {
-        transport_xfer_t *xfer = d->head;
+    while (d->q.head && budget > 0) {
+        transport_xfer_t *xfer = d->q.head;
         if (!d->framed) {
             if (shm_rx_ready(c, SHM_FRAME_BYTES) < SHM_FRAME_BYTES) break;
             unsigned char frame[SHM_FRAME_BYTES];
@@ -366,7 +338,7 @@ static chorus_result_t shm_post(shm_conn_t *c, shm_dir_t *d, transport_xfer_t *x
         return c->err;
     }
     xfer->state = XFER_PENDING;
-    shm_queue_push(d, xfer);
+    xfer_queue_push(&d->q, xfer);
     return CHORUS_SUCCESS;
 }
 
@@ -402,7 +374,7 @@ static chorus_result_t shm_progress(transport_conn_t *base, int *moved)
     if (*moved && !c->peer_gone) CHECK(shm_ring_doorbell(c));
     /* A gone peer's last messages stay receivable (unposted ones too, as TCP keeps them in the socket);
      * the connection fails once nothing more can come out of the ring for what is posted. */
-    if (c->peer_gone && !received && (c->tx.head || c->rx.head || shm_rx_ready(c, 1) == 0))
+    if (c->peer_gone && !received && (c->tx.q.head || c->rx.q.head || shm_rx_ready(c, 1) == 0))
         return shm_fail(c, CHORUS_ERR_REMOTE, c->peer_errno);
     return CHORUS_SUCCESS;
 }
@@ -412,8 +384,8 @@ static chorus_result_t shm_progress(transport_conn_t *base, int *moved)
 static int shm_can_move(shm_conn_t *c)
 {
     size_t tx_want = c->tx.framed ? 1 : SHM_FRAME_BYTES, rx_want = c->rx.framed ? 1 : SHM_FRAME_BYTES;
-    if (c->tx.head && shm_tx_room(c, tx_want) >= tx_want) return 1;
-    return c->rx.head && shm_rx_ready(c, rx_want) >= rx_want;
+    if (c->tx.q.head && shm_tx_room(c, tx_want) >= tx_want) return 1;
+    return c->rx.q.head && shm_rx_ready(c, rx_want) >= rx_want;
 }
 
 static int shm_poll_fd(transport_conn_t *base, short *events)
@@ -438,8 +410,8 @@ static int shm_poll_fd(transport_conn_t *base, short *events)
 static void shm_abandon(transport_conn_t *base)
 {
     shm_conn_t *c = (shm_conn_t *)base;
-    c->tx.head = c->tx.tail = NULL;
-    c->rx.head = c->rx.tail = NULL;
+    c->tx.q.head = c->tx.q.tail = NULL;
+    c->rx.q.head = c->rx.q.tail = NULL;
     c->abandoned = 1;
 }
 

@@ -37,8 +37,7 @@
 #define TCP_BATCH 32
 
 typedef struct tcp_queue {
-    transport_xfer_t *head;
-    transport_xfer_t *tail;
+    xfer_queue_t q;
     /* Header bytes of `head` already moved (TCP_HDR_BYTES once, for a receive, it has been checked). */
     size_t head_hdr_done;
     /* The head's header; slots 1.. hold the headers of the rest of a batch during one socket call. */
@@ -69,37 +68,10 @@ static void tcp_hdr_encode(unsigned char *hdr, const transport_xfer_t *xfer)
     memcpy(hdr + 12, &magic, 4);
 }
 
-static void tcp_queue_push(tcp_queue_t *q, transport_xfer_t *xfer)
-{
-    xfer->next = NULL;
-    if (q->tail)
-        q->tail->next = xfer;
-    else
-        q->head = xfer;
-    q->tail = xfer;
-}
-
-/* Completion hands the transfer back to the caller, so unlink it before publishing its state. */
 static void tcp_queue_pop_done(tcp_queue_t *q)
 {
-    transport_xfer_t *xfer = q->head;
-    q->head = xfer->next;
-    if (!q->head) q->tail = NULL;
     q->head_hdr_done = 0;
-    xfer->state = XFER_DONE;
-}
-
-static void tcp_queue_fail(tcp_queue_t *q, chorus_result_t err, int sys_errno)
-{
-    transport_xfer_t *xfer = q->head;
-    q->head = q->tail = NULL;
-    while (xfer) {
-        transport_xfer_t *next = xfer->next;
-        xfer->err = err;
-        xfer->sys_errno = sys_errno;
-        xfer->state = XFER_FAILED;
-        xfer = next;
-    }
+    xfer_queue_pop_done(&q->q);
 }
 
 /* Shutting the socket down tells the peer at once, instead of leaving it to wait for bytes that will
@@ -108,8 +80,8 @@ static chorus_result_t tcp_fail(tcp_conn_t *conn, chorus_result_t err, int sys_e
 {
     conn->err = err;
     conn->sys_errno = sys_errno;
-    tcp_queue_fail(&conn->tx, err, sys_errno);
-    tcp_queue_fail(&conn->rx, err, sys_errno);
+    xfer_queue_fail(&conn->tx.q, err, sys_errno);
+    xfer_queue_fail(&conn->rx.q, err, sys_errno);
     shutdown(conn->fd, SHUT_RDWR);
     return err;
 }
@@ -152,7 +124,7 @@ static int tcp_queue_gather(tcp_queue_t *q, size_t budget, int encode_hdrs)
 {
     int niov = 0;
     int slot = 0;
-    for (transport_xfer_t *xfer = q->head; xfer && slot < TCP_BATCH; xfer = xfer->next, slot++) {
+    for (transport_xfer_t *xfer = q->q.head; xfer && slot < TCP_BATCH; xfer = xfer->next, slot++) {
         size_t hdr_done = slot == 0 ? q->head_hdr_done : 0;
         size_t left = xfer->len - xfer->done;
         if (slot > 0 && budget == 0) break;
@@ -195,8 +167,8 @@ static chorus_result_t tcp_send_once(tcp_conn_t *conn, size_t *budget, int *move
     /* A short write means the socket buffer is full: asking again would only return EAGAIN. */
     *more = (size_t)n == tcp_iov_bytes(q->iov, niov);
     size_t left = (size_t)n;
-    while (q->head) {
-        transport_xfer_t *xfer = q->head;
+    while (q->q.head) {
+        transport_xfer_t *xfer = q->q.head;
         size_t hdr = CHORUS_MIN(left, TCP_HDR_BYTES - q->head_hdr_done);
         q->head_hdr_done += hdr;
         left -= hdr;
@@ -207,7 +179,7 @@ static chorus_result_t tcp_send_once(tcp_conn_t *conn, size_t *budget, int *move
         if (q->head_hdr_done < TCP_HDR_BYTES || xfer->done < xfer->len) break;
         tcp_queue_pop_done(q);
     }
-    if (!q->head || *budget == 0) *more = 0;
+    if (!q->q.head || *budget == 0) *more = 0;
     return CHORUS_SUCCESS;
 }
 
@@ -255,8 +227,8 @@ static chorus_result_t tcp_recv_once(tcp_conn_t *conn, size_t *budget, int *move
     /* A short read means the socket is drained: asking again would only return EAGAIN. */
     *more = (size_t)n == tcp_iov_bytes(q->iov, niov);
     size_t left = (size_t)n;
-    for (int slot = 0; q->head && left > 0; slot++) {
-        transport_xfer_t *xfer = q->head;
+    for (int slot = 0; q->q.head && left > 0; slot++) {
+        transport_xfer_t *xfer = q->q.head;
         size_t hdr = CHORUS_MIN(left, TCP_HDR_BYTES - q->head_hdr_done);
         /* The batch's later headers land in their own slots; the one now at the head moves to slot 0. */
         if (slot > 0) memcpy(q->hdr[0] + q->head_hdr_done, q->hdr[slot] + q->head_hdr_done, hdr);
@@ -271,7 +243,7 @@ static chorus_result_t tcp_recv_once(tcp_conn_t *conn, size_t *budget, int *move
         if (xfer->done < xfer->len) break;
         tcp_queue_pop_done(q);
     }
-    if (!q->head || *budget == 0) *more = 0;
+    if (!q->q.head || *budget == 0) *more = 0;
     return CHORUS_SUCCESS;
 }
 
@@ -305,7 +277,7 @@ static chorus_result_t tcp_post(tcp_conn_t *conn, tcp_queue_t *q, transport_xfer
         return conn->err;
     }
     xfer->state = XFER_PENDING;
-    tcp_queue_push(q, xfer);
+    xfer_queue_push(&q->q, xfer);
     return CHORUS_SUCCESS;
 }
 
@@ -343,13 +315,13 @@ static chorus_result_t tcp_progress(transport_conn_t *base, int *moved)
     /* At most one chunk of payload per direction and call: with a fast sender the socket never runs dry,
      * and the caller must get each chunk as it lands (to reduce it while the next is on the wire). */
     size_t send_budget = conn->chunk_bytes, recv_budget = conn->chunk_bytes;
-    int send_more = conn->tx.head != NULL;
-    int recv_more = conn->rx.head != NULL;
+    int send_more = conn->tx.q.head != NULL;
+    int recv_more = conn->rx.q.head != NULL;
     while (send_more || recv_more) {
         if (send_more) CHECK(tcp_send_once(conn, &send_budget, moved, &send_more));
         if (recv_more) CHECK(tcp_recv_once(conn, &recv_budget, moved, &recv_more));
     }
-    if (!*moved && !conn->tx.head && !conn->rx.head && !conn->unclaimed_input) CHECK(tcp_peek(conn));
+    if (!*moved && !conn->tx.q.head && !conn->rx.q.head && !conn->unclaimed_input) CHECK(tcp_peek(conn));
     return CHORUS_SUCCESS;
 }
 
@@ -365,16 +337,16 @@ static int tcp_poll_fd(transport_conn_t *base, short *events)
     /* Idle, POLLIN reports the peer's close (see tcp_peek). Not with unclaimed input: POLLIN would fire
      * at once, forever, and a close behind that input can only be seen once a receive consumes it. A
      * blocked send learns of a lost peer from POLLOUT, or from POLLERR/POLLHUP, which poll() always reports. */
-    if (conn->rx.head || (!conn->tx.head && !conn->unclaimed_input)) *events |= POLLIN;
-    if (conn->tx.head) *events |= POLLOUT;
+    if (conn->rx.q.head || (!conn->tx.q.head && !conn->unclaimed_input)) *events |= POLLIN;
+    if (conn->tx.q.head) *events |= POLLOUT;
     return conn->fd;
 }
 
 static void tcp_abandon(transport_conn_t *base)
 {
     tcp_conn_t *conn = (tcp_conn_t *)base;
-    conn->tx.head = conn->tx.tail = NULL;
-    conn->rx.head = conn->rx.tail = NULL;
+    conn->tx.q.head = conn->tx.q.tail = NULL;
+    conn->rx.q.head = conn->rx.q.tail = NULL;
     conn->abandoned = 1;
 }
 
