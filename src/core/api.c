@@ -122,10 +122,11 @@ static int coll_needs_float_stage(const coll_args_t *a)
 }
 
 /* float16 / bfloat16 sums, products and averages run in float32 and round once at the end. in_elems: the
- * input's element count; the output (out_elems) sits after the input in the stage. */
+ * input's element count; out_elems: the output's. AllReduce and Reduce work in place in the stage;
+ * ReduceScatter's output sits after its input. */
 static chorus_result_t coll_run_staged(chorus_comm_t comm, const coll_args_t *a, size_t in_elems, size_t out_elems)
 {
-    size_t need = (in_elems + out_elems) * sizeof(float);
+    size_t need = (in_elems + (a->coll == COLL_REDUCE_SCATTER ? out_elems : 0)) * sizeof(float);
     if (need > comm->stage_bytes) {
         free(comm->stage);
         comm->stage_bytes = 0;
