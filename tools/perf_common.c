@@ -88,13 +88,7 @@ static int parse_size_arg(const char *text, char flag, int64_t *out)
 
 static int parse_dtypes(const char *text, perf_opts_t *o)
 {
-    if (strcmp(text, "all") == 0) {
-        for (int i = 0; i < chorus_num_datatypes; i++) o->dtypes[i] = (chorus_datatype_t)i;
-        o->ndtypes = chorus_num_datatypes;
-        return 0;
-    }
-    o->ndtypes = 1;
-    if (dtype_parse(text, &o->dtypes[0]) == 0) return 0;
+    if (dtype_parse_choice(text, o->dtypes, &o->ndtypes) == 0) return 0;
     fprintf(stderr, "-d %s: unknown datatype\n", text);
     return -1;
 }

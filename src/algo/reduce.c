@@ -75,6 +75,17 @@ int dtype_parse(const char *name, chorus_datatype_t *dt_p)
     return -1;
 }
 
+int dtype_parse_choice(const char *text, chorus_datatype_t out[chorus_num_datatypes], int *n_p)
+{
+    if (strcmp(text, "all") == 0) {
+        for (int i = 0; i < chorus_num_datatypes; i++) out[i] = (chorus_datatype_t)i;
+        *n_p = chorus_num_datatypes;
+        return 0;
+    }
+    *n_p = 1;
+    return dtype_parse(text, &out[0]);
+}
+
 const char *redop_name(chorus_redop_t op)
 {
     return (unsigned)op < chorus_num_ops ? redop_names[op] : NULL;

@@ -12,6 +12,9 @@ size_t dtype_size(chorus_datatype_t dt);
 /* "float32", "bfloat16", ...; NULL for an unknown datatype. Parse returns -1 if unknown. */
 const char *dtype_name(chorus_datatype_t dt);
 int dtype_parse(const char *name, chorus_datatype_t *dt_p);
+/* A command-line datatype choice: "all" (every datatype, in enum order) or one name. Fills out[] and *n_p;
+ * -1 for an unknown name. */
+int dtype_parse_choice(const char *text, chorus_datatype_t out[chorus_num_datatypes], int *n_p);
 /* "sum", "prod", "max", "min", "avg"; NULL if unknown. */
 const char *redop_name(chorus_redop_t op);
 int redop_parse(const char *name, chorus_redop_t *op_p);
