@@ -17,6 +17,7 @@ done
 
 # The root lives in a helper process; kill it while three ranks wait for a fourth that never comes.
 coproc HOLDER { "$uid" 60 2> /dev/null; } # its stdin, the coprocess pipe, stays open: it keeps serving
+holder=$HOLDER_PID # bash unsets HOLDER_PID as soon as it reaps the coprocess
 read -r id <&"${HOLDER[0]}"
 pids=()
 start=$(date +%s)
@@ -25,8 +26,8 @@ for r in 0 1 3; do
     pids+=($!)
 done
 sleep 1
-kill -9 "$HOLDER_PID"
-wait "$HOLDER_PID" 2> /dev/null
+kill -9 "$holder"
+wait "$holder" 2> /dev/null
 for i in 0 1 2; do
     wait "${pids[$i]}"
     rc=$?
