@@ -35,11 +35,23 @@ typedef struct coll_args {
 
 typedef chorus_result_t (*algo_run_fn)(prims_t *p, const coll_args_t *a);
 
+/* Restrictions, declared with each registry entry. */
+enum {
+    ALGO_NEEDS_DIRECT = 1u << 0 /* every rank on one host, sharing the host arena (prims_direct_bytes() > 0) */
+};
+
 typedef struct algo_desc {
     coll_kind_t coll;
     const char *name;
     algo_run_fn run;
+    unsigned needs; /* ALGO_NEEDS_* */
 } algo_desc_t;
+
+/* What a communicator offers, against which restrictions are checked. */
+typedef struct algo_caps {
+    int nranks;
+    int direct; /* direct access inside the host */
+} algo_caps_t;
 
 /* CHORUS_ALGO, parsed once per communicator: the registry entries calls may use (bit i: entry i). */
 typedef struct algo_config {
@@ -55,9 +67,14 @@ const algo_desc_t *algo_registry(size_t *n_p);
  * algorithm. A name the registry lacks (for the collective, when one is given), or a setting that leaves a
  * collective no algorithm, is CHORUS_ERR_INVALID_ARGUMENT, with the valid names in err. */
 chorus_result_t algo_config_parse(const char *text, algo_config_t *cfg_p, char *err, size_t errlen);
+/* Whether CHORUS_ALGO allows the algorithm. */
+int algo_config_allows(const algo_config_t *cfg, const algo_desc_t *d);
+/* Whether the communicator meets the algorithm's restrictions. */
+int algo_supported(const algo_desc_t *d, const algo_caps_t *caps);
 /* The algorithm that serves this call: the first default rule that fits the call among the algorithms cfg
- * allows, else the first allowed algorithm of the collective. */
-const algo_desc_t *algo_select(const coll_args_t *a, int nranks, const algo_config_t *cfg);
+ * allows and caps supports, else the first such algorithm of the collective; if cfg allows none that caps
+ * supports, the collective's first supported algorithm. */
+const algo_desc_t *algo_select(const coll_args_t *a, const algo_caps_t *caps, const algo_config_t *cfg);
 
 /* The prims_reduce_t for a call. */
 static inline prims_reduce_t algo_reduction(const coll_args_t *a)
@@ -73,22 +90,30 @@ chorus_result_t allreduce_dbt(prims_t *p, const coll_args_t *a);
 chorus_result_t allreduce_tree(prims_t *p, const coll_args_t *a);
 chorus_result_t allreduce_mesh(prims_t *p, const coll_args_t *a);
 chorus_result_t allreduce_star(prims_t *p, const coll_args_t *a);
+chorus_result_t allreduce_oneshot(prims_t *p, const coll_args_t *a);
+chorus_result_t allreduce_twoshot(prims_t *p, const coll_args_t *a);
 chorus_result_t allgather_ring(prims_t *p, const coll_args_t *a);
 chorus_result_t allgather_rd(prims_t *p, const coll_args_t *a);
 chorus_result_t allgather_bruck(prims_t *p, const coll_args_t *a);
 chorus_result_t allgather_mesh(prims_t *p, const coll_args_t *a);
+chorus_result_t allgather_direct(prims_t *p, const coll_args_t *a);
 chorus_result_t reduce_scatter_ring(prims_t *p, const coll_args_t *a);
 chorus_result_t reduce_scatter_rhd(prims_t *p, const coll_args_t *a);
 chorus_result_t reduce_scatter_mesh(prims_t *p, const coll_args_t *a);
+chorus_result_t reduce_scatter_direct(prims_t *p, const coll_args_t *a);
 chorus_result_t broadcast_chain(prims_t *p, const coll_args_t *a);
 chorus_result_t broadcast_binomial(prims_t *p, const coll_args_t *a);
 chorus_result_t broadcast_scatter_allgather(prims_t *p, const coll_args_t *a);
+chorus_result_t broadcast_direct(prims_t *p, const coll_args_t *a);
 chorus_result_t reduce_chain(prims_t *p, const coll_args_t *a);
 chorus_result_t reduce_binomial(prims_t *p, const coll_args_t *a);
 chorus_result_t reduce_rabenseifner(prims_t *p, const coll_args_t *a);
+chorus_result_t reduce_direct(prims_t *p, const coll_args_t *a);
 chorus_result_t alltoall_pairwise(prims_t *p, const coll_args_t *a);
 chorus_result_t alltoall_bruck(prims_t *p, const coll_args_t *a);
 chorus_result_t alltoall_ring(prims_t *p, const coll_args_t *a);
+chorus_result_t alltoall_direct(prims_t *p, const coll_args_t *a);
 chorus_result_t barrier_dissemination(prims_t *p, const coll_args_t *a);
+chorus_result_t barrier_direct(prims_t *p, const coll_args_t *a);
 
 #endif

@@ -35,6 +35,10 @@ void prims_fini(prims_t *p)
         p->scratch[i] = NULL;
         p->scratch_bytes[i] = 0;
     }
+    shm_arena_close(p->arena);
+    p->arena = NULL;
+    free(p->direct_slots);
+    p->direct_slots = NULL;
 }
 
 /* An exchange: the transfers of one primitive call with at most one sending and one receiving peer. */

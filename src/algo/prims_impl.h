@@ -7,8 +7,20 @@
 
 #include "algo/prims.h"
 #include "progress/progress.h"
+#include "transport/shm/arena.h"
 
 #define PRIMS_HOST_BYTES 64
+
+/* What every rank must agree an operation is; published with each direct phase and compared. */
+typedef struct prims_fingerprint {
+    uint32_t coll; /* coll_kind_t */
+    uint32_t dtype;
+    uint32_t op;
+    int32_t root;
+    uint64_t count;
+    uint64_t seq;
+} prims_fingerprint_t;
+_Static_assert(sizeof(prims_fingerprint_t) == SHM_ARENA_TAG_BYTES, "a fingerprint is an arena tag");
 
 struct prims {
     int rank;
@@ -22,8 +34,13 @@ struct prims {
     uint32_t tag;
     const char *op_name;
     uint64_t op_seq;
+    prims_fingerprint_t fp;
     int step; /* exchanges so far in this operation, for error messages */
     int waiting_on; /* the peer an idle exchange waits for (-1: none yet), for the flight recorder */
+    /* Direct access (NULL arena: none). */
+    shm_arena_t *arena;
+    uint32_t phase; /* the last phase this rank began */
+    const void **direct_slots; /* nranks entries, for prims_direct_wait_all */
     /* Scratch, grown on demand, freed with the communicator. */
     void *scratch[2];
     size_t scratch_bytes[2];

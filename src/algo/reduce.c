@@ -288,17 +288,15 @@ typedef void (*reduce_narrow_fn)(uint16_t *dst, const float *src, size_t count);
     X(isa, i64_avg, int64_t, int64_t) X(isa, u64_avg, uint64_t, uint64_t) \
     X(isa, f32_avg, float, float) X(isa, f64_avg, double, double)
 
-#define REDUCE_BF16_LOOPS(isa)                                             \
-    DEFINE_HALF_LOOP(isa, bf16_sum, bf16_widen_raw, bf16_narrow, OP_SUM)   \
-    DEFINE_HALF_LOOP(isa, bf16_prod, bf16_widen_raw, bf16_narrow, OP_PROD) \
-    DEFINE_HALF_LOOP(isa, bf16_max, bf16_widen_raw, bf16_narrow, OP_MAX)   \
-    DEFINE_HALF_LOOP(isa, bf16_min, bf16_widen_raw, bf16_narrow, OP_MIN)   \
-    DEFINE_HALF_FINISH(isa, bf16_avg, bf16_widen_raw, bf16_narrow)         \
-    DEFINE_WIDEN(isa, bf16_widen, bf16) DEFINE_NARROW(isa, bf16_narrow, bf16)
-
 REDUCE_LOOPS(DEFINE_LOOP, portable)
 REDUCE_FINISHES(DEFINE_FINISH, portable)
-REDUCE_BF16_LOOPS(portable)
+DEFINE_HALF_LOOP(portable, bf16_sum, bf16_widen_raw, bf16_narrow, OP_SUM)
+DEFINE_HALF_LOOP(portable, bf16_prod, bf16_widen_raw, bf16_narrow, OP_PROD)
+DEFINE_HALF_LOOP(portable, bf16_max, bf16_widen_raw, bf16_narrow, OP_MAX)
+DEFINE_HALF_LOOP(portable, bf16_min, bf16_widen_raw, bf16_narrow, OP_MIN)
+DEFINE_HALF_FINISH(portable, bf16_avg, bf16_widen_raw, bf16_narrow)
+DEFINE_WIDEN(portable, bf16_widen, bf16)
+DEFINE_NARROW(portable, bf16_narrow, bf16)
 DEFINE_HALF_LOOP(portable, fp16_sum, fp16_widen, fp16_narrow, OP_SUM)
 DEFINE_HALF_LOOP(portable, fp16_prod, fp16_widen, fp16_narrow, OP_PROD)
 DEFINE_HALF_LOOP(portable, fp16_max, fp16_widen, fp16_narrow, OP_MAX)
@@ -354,7 +352,6 @@ static const struct reduce_isa reduce_isa_portable = REDUCE_ISA_TABLE(portable, 
 
 REDUCE_LOOPS(DEFINE_LOOP, avx2)
 REDUCE_FINISHES(DEFINE_FINISH, avx2)
-REDUCE_BF16_LOOPS(avx2)
 
 REDUCE_TARGET_avx2 static inline __m256 f16c_load(const uint16_t *p)
 {
@@ -366,24 +363,24 @@ REDUCE_TARGET_avx2 static inline void f16c_store(uint16_t *p, __m256 v)
     _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
 }
 
-REDUCE_TARGET_avx2 static inline __m256 f16c_sum(__m256 x, __m256 y)
+REDUCE_TARGET_avx2 static inline __m256 avx2_sum(__m256 x, __m256 y)
 {
     return _mm256_add_ps(x, y);
 }
 
-REDUCE_TARGET_avx2 static inline __m256 f16c_prod(__m256 x, __m256 y)
+REDUCE_TARGET_avx2 static inline __m256 avx2_prod(__m256 x, __m256 y)
 {
     return _mm256_mul_ps(x, y);
 }
 
 /* maxps/minps return the second operand when either is NaN, which would drop a NaN in x: blend instead. */
-REDUCE_TARGET_avx2 static inline __m256 f16c_max(__m256 x, __m256 y)
+REDUCE_TARGET_avx2 static inline __m256 avx2_max(__m256 x, __m256 y)
 {
     __m256 take_x = _mm256_or_ps(_mm256_cmp_ps(x, y, _CMP_GT_OQ), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
     return _mm256_blendv_ps(y, x, take_x);
 }
 
-REDUCE_TARGET_avx2 static inline __m256 f16c_min(__m256 x, __m256 y)
+REDUCE_TARGET_avx2 static inline __m256 avx2_min(__m256 x, __m256 y)
 {
     __m256 take_x = _mm256_or_ps(_mm256_cmp_ps(x, y, _CMP_LT_OQ), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
     return _mm256_blendv_ps(y, x, take_x);
@@ -407,10 +404,10 @@ REDUCE_TARGET_avx2 static inline __m256 f16c_min(__m256 x, __m256 y)
         }                                                                                             \
     }
 
-DEFINE_F16C_LOOP(fp16_sum, f16c_sum)
-DEFINE_F16C_LOOP(fp16_prod, f16c_prod)
-DEFINE_F16C_LOOP(fp16_max, f16c_max)
-DEFINE_F16C_LOOP(fp16_min, f16c_min)
+DEFINE_F16C_LOOP(fp16_sum, avx2_sum)
+DEFINE_F16C_LOOP(fp16_prod, avx2_prod)
+DEFINE_F16C_LOOP(fp16_max, avx2_max)
+DEFINE_F16C_LOOP(fp16_min, avx2_min)
 
 REDUCE_TARGET_avx2 static void fp16_avg_f16c(void *buf, size_t n, int nranks)
 {
@@ -448,6 +445,124 @@ REDUCE_TARGET_avx2 static void fp16_narrow_f16c(uint16_t *restrict dst, const fl
         uint16_t out[8];
         memcpy(t, src + i, (n - i) * sizeof(*src));
         f16c_store(out, _mm256_loadu_ps(t));
+        memcpy(dst + i, out, (n - i) * sizeof(*dst));
+    }
+}
+
+/* bfloat16 by hand as well: gcc vectorises bf16_narrow's NaN branch and the 16 <-> 32-bit moves into a loop
+ * several times slower than the one below. A bfloat16 is the top half of a float32, so widening is an
+ * interleave with zeros. Interleaving within each 128-bit lane leaves elements 0-3 and 8-11 of a 16-element
+ * block in lo, 4-7 and 12-15 in hi; element-wise ops do not mind the order, and packus puts it back. */
+REDUCE_TARGET_avx2 static inline void bf16_load16(const uint16_t *p, __m256 *lo_p, __m256 *hi_p)
+{
+    __m256i v = _mm256_loadu_si256((const __m256i *)p), zero = _mm256_setzero_si256();
+    *lo_p = _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, v));
+    *hi_p = _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, v));
+}
+
+/* bf16_narrow on 8 lanes, the result in the low 16 bits of each 32-bit lane (the high 16 are zero, so
+ * packus passes it unchanged): NaNs keep their top bits and are quieted, the rest round to nearest even. */
+REDUCE_TARGET_avx2 static inline __m256i bf16_round(__m256 v)
+{
+    __m256i x = _mm256_castps_si256(v), top = _mm256_srli_epi32(x, 16);
+    __m256i even = _mm256_and_si256(top, _mm256_set1_epi32(1));
+    __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7FFF)), even), 16);
+    __m256i quiet = _mm256_or_si256(top, _mm256_set1_epi32(0x40));
+    return _mm256_blendv_epi8(rounded, quiet, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+}
+
+REDUCE_TARGET_avx2 static inline void bf16_store16(uint16_t *p, __m256 lo, __m256 hi)
+{
+    _mm256_storeu_si256((__m256i *)p, _mm256_packus_epi32(bf16_round(lo), bf16_round(hi)));
+}
+
+/* As for float16, the tail goes through the same vector code via a padded copy. */
+#define DEFINE_BF16_AVX2_LOOP(name, VOP)                                                              \
+    REDUCE_TARGET_avx2 static inline void name##_x16(uint16_t *d, const uint16_t *a, const uint16_t *b) \
+    {                                                                                                 \
+        __m256 alo, ahi, blo, bhi;                                                                    \
+        bf16_load16(a, &alo, &ahi);                                                                   \
+        bf16_load16(b, &blo, &bhi);                                                                   \
+        bf16_store16(d, VOP(alo, blo), VOP(ahi, bhi));                                                \
+    }                                                                                                 \
+    REDUCE_TARGET_avx2 static void name##_avx2(void *dst, const void *a_v, const void *b_v, size_t n) \
+    {                                                                                                 \
+        uint16_t *d = dst;                                                                            \
+        const uint16_t *a = a_v, *b = b_v;                                                            \
+        size_t i = 0;                                                                                 \
+        for (; i + 16 <= n; i += 16) name##_x16(d + i, a + i, b + i);                                 \
+        if (i < n) {                                                                                  \
+            uint16_t ta[16] = {0}, tb[16] = {0};                                                      \
+            memcpy(ta, a + i, (n - i) * sizeof(*a));                                                  \
+            memcpy(tb, b + i, (n - i) * sizeof(*b));                                                  \
+            name##_x16(ta, ta, tb);                                                                   \
+            memcpy(d + i, ta, (n - i) * sizeof(*d));                                                  \
+        }                                                                                             \
+    }
+
+DEFINE_BF16_AVX2_LOOP(bf16_sum, avx2_sum)
+DEFINE_BF16_AVX2_LOOP(bf16_prod, avx2_prod)
+DEFINE_BF16_AVX2_LOOP(bf16_max, avx2_max)
+DEFINE_BF16_AVX2_LOOP(bf16_min, avx2_min)
+
+REDUCE_TARGET_avx2 static inline void bf16_avg_x16(uint16_t *p, __m256 div)
+{
+    __m256 lo, hi;
+    bf16_load16(p, &lo, &hi);
+    bf16_store16(p, _mm256_div_ps(lo, div), _mm256_div_ps(hi, div));
+}
+
+REDUCE_TARGET_avx2 static void bf16_avg_avx2(void *buf, size_t n, int nranks)
+{
+    uint16_t *b = buf;
+    __m256 div = _mm256_set1_ps((float)nranks);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) bf16_avg_x16(b + i, div);
+    if (i < n) {
+        uint16_t t[16] = {0};
+        memcpy(t, b + i, (n - i) * sizeof(*b));
+        bf16_avg_x16(t, div);
+        memcpy(b + i, t, (n - i) * sizeof(*b));
+    }
+}
+
+/* The staging conversions keep elements in order: widen zero-extends 8 at a time (bf16_widen, NaNs quieted),
+ * narrow packs 16 and undoes packus's lane interleave with one cross-lane permute. */
+REDUCE_TARGET_avx2 static inline __m256 bf16_widen8(const uint16_t *p)
+{
+    __m256i x = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16);
+    __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(_mm256_castsi256_ps(x), _mm256_castsi256_ps(x), _CMP_UNORD_Q));
+    return _mm256_castsi256_ps(_mm256_or_si256(x, _mm256_and_si256(nan, _mm256_set1_epi32(0x400000))));
+}
+
+REDUCE_TARGET_avx2 static inline void bf16_narrow16(uint16_t *p, const float *src)
+{
+    __m256i packed = _mm256_packus_epi32(bf16_round(_mm256_loadu_ps(src)), bf16_round(_mm256_loadu_ps(src + 8)));
+    _mm256_storeu_si256((__m256i *)p, _mm256_permute4x64_epi64(packed, _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+REDUCE_TARGET_avx2 static void bf16_widen_avx2(float *restrict dst, const uint16_t *restrict src, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, bf16_widen8(src + i));
+    if (i < n) {
+        uint16_t t[8] = {0};
+        float out[8];
+        memcpy(t, src + i, (n - i) * sizeof(*src));
+        _mm256_storeu_ps(out, bf16_widen8(t));
+        memcpy(dst + i, out, (n - i) * sizeof(*dst));
+    }
+}
+
+REDUCE_TARGET_avx2 static void bf16_narrow_avx2(uint16_t *restrict dst, const float *restrict src, size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) bf16_narrow16(dst + i, src + i);
+    if (i < n) {
+        float t[16] = {0};
+        uint16_t out[16];
+        memcpy(t, src + i, (n - i) * sizeof(*src));
+        bf16_narrow16(out, t);
         memcpy(dst + i, out, (n - i) * sizeof(*dst));
     }
 }

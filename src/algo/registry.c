@@ -13,29 +13,37 @@
 #include "util/util.h"
 
 static const algo_desc_t algo_table[] = {
-    {COLL_ALLREDUCE, "ring", allreduce_ring},
-    {COLL_ALLREDUCE, "rhd", allreduce_rhd},
-    {COLL_ALLREDUCE, "dbt", allreduce_dbt},
-    {COLL_ALLREDUCE, "tree", allreduce_tree},
-    {COLL_ALLREDUCE, "mesh", allreduce_mesh},
-    {COLL_ALLREDUCE, "star", allreduce_star},
-    {COLL_ALLGATHER, "ring", allgather_ring},
-    {COLL_ALLGATHER, "rd", allgather_rd},
-    {COLL_ALLGATHER, "bruck", allgather_bruck},
-    {COLL_ALLGATHER, "mesh", allgather_mesh},
-    {COLL_REDUCE_SCATTER, "ring", reduce_scatter_ring},
-    {COLL_REDUCE_SCATTER, "rhd", reduce_scatter_rhd},
-    {COLL_REDUCE_SCATTER, "mesh", reduce_scatter_mesh},
-    {COLL_BROADCAST, "chain", broadcast_chain},
-    {COLL_BROADCAST, "binomial", broadcast_binomial},
-    {COLL_BROADCAST, "scatter_allgather", broadcast_scatter_allgather},
-    {COLL_REDUCE, "chain", reduce_chain},
-    {COLL_REDUCE, "binomial", reduce_binomial},
-    {COLL_REDUCE, "rabenseifner", reduce_rabenseifner},
-    {COLL_ALLTOALL, "pairwise", alltoall_pairwise},
-    {COLL_ALLTOALL, "bruck", alltoall_bruck},
-    {COLL_ALLTOALL, "ring", alltoall_ring},
-    {COLL_BARRIER, "dissemination", barrier_dissemination},
+    {COLL_ALLREDUCE, "ring", allreduce_ring, 0},
+    {COLL_ALLREDUCE, "rhd", allreduce_rhd, 0},
+    {COLL_ALLREDUCE, "dbt", allreduce_dbt, 0},
+    {COLL_ALLREDUCE, "tree", allreduce_tree, 0},
+    {COLL_ALLREDUCE, "mesh", allreduce_mesh, 0},
+    {COLL_ALLREDUCE, "star", allreduce_star, 0},
+    {COLL_ALLREDUCE, "oneshot", allreduce_oneshot, ALGO_NEEDS_DIRECT},
+    {COLL_ALLREDUCE, "twoshot", allreduce_twoshot, ALGO_NEEDS_DIRECT},
+    {COLL_ALLGATHER, "ring", allgather_ring, 0},
+    {COLL_ALLGATHER, "rd", allgather_rd, 0},
+    {COLL_ALLGATHER, "bruck", allgather_bruck, 0},
+    {COLL_ALLGATHER, "mesh", allgather_mesh, 0},
+    {COLL_ALLGATHER, "direct", allgather_direct, ALGO_NEEDS_DIRECT},
+    {COLL_REDUCE_SCATTER, "ring", reduce_scatter_ring, 0},
+    {COLL_REDUCE_SCATTER, "rhd", reduce_scatter_rhd, 0},
+    {COLL_REDUCE_SCATTER, "mesh", reduce_scatter_mesh, 0},
+    {COLL_REDUCE_SCATTER, "direct", reduce_scatter_direct, ALGO_NEEDS_DIRECT},
+    {COLL_BROADCAST, "chain", broadcast_chain, 0},
+    {COLL_BROADCAST, "binomial", broadcast_binomial, 0},
+    {COLL_BROADCAST, "scatter_allgather", broadcast_scatter_allgather, 0},
+    {COLL_BROADCAST, "direct", broadcast_direct, ALGO_NEEDS_DIRECT},
+    {COLL_REDUCE, "chain", reduce_chain, 0},
+    {COLL_REDUCE, "binomial", reduce_binomial, 0},
+    {COLL_REDUCE, "rabenseifner", reduce_rabenseifner, 0},
+    {COLL_REDUCE, "direct", reduce_direct, ALGO_NEEDS_DIRECT},
+    {COLL_ALLTOALL, "pairwise", alltoall_pairwise, 0},
+    {COLL_ALLTOALL, "bruck", alltoall_bruck, 0},
+    {COLL_ALLTOALL, "ring", alltoall_ring, 0},
+    {COLL_ALLTOALL, "direct", alltoall_direct, ALGO_NEEDS_DIRECT},
+    {COLL_BARRIER, "dissemination", barrier_dissemination, 0},
+    {COLL_BARRIER, "direct", barrier_direct, ALGO_NEEDS_DIRECT},
 };
 #define ALGO_COUNT CHORUS_ARRAY_SIZE(algo_table)
 _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit per algorithm");
@@ -50,18 +58,26 @@ static const struct algo_rule {
     size_t max_bytes;
     const char *name;
 } algo_rules[] = {
+    {COLL_ALLREDUCE, 16 << 10, "oneshot"},
+    {COLL_ALLREDUCE, SIZE_MAX, "twoshot"},
     {COLL_ALLREDUCE, 64 << 10, "rhd"},
     {COLL_ALLREDUCE, SIZE_MAX, "ring"},
+    {COLL_ALLGATHER, SIZE_MAX, "direct"},
     {COLL_ALLGATHER, 64 << 10, "bruck"},
     {COLL_ALLGATHER, SIZE_MAX, "ring"},
+    {COLL_REDUCE_SCATTER, SIZE_MAX, "direct"},
     {COLL_REDUCE_SCATTER, 64 << 10, "rhd"},
     {COLL_REDUCE_SCATTER, SIZE_MAX, "ring"},
+    {COLL_BROADCAST, SIZE_MAX, "direct"},
     {COLL_BROADCAST, 64 << 10, "binomial"},
     {COLL_BROADCAST, SIZE_MAX, "chain"},
+    {COLL_REDUCE, SIZE_MAX, "direct"},
     {COLL_REDUCE, 64 << 10, "binomial"},
     {COLL_REDUCE, SIZE_MAX, "chain"},
+    {COLL_ALLTOALL, SIZE_MAX, "direct"},
     {COLL_ALLTOALL, 16 << 10, "bruck"},
     {COLL_ALLTOALL, SIZE_MAX, "pairwise"},
+    {COLL_BARRIER, SIZE_MAX, "direct"},
     {COLL_BARRIER, SIZE_MAX, "dissemination"},
 };
 
@@ -188,25 +204,39 @@ chorus_result_t algo_config_parse(const char *text, algo_config_t *cfg_p, char *
     return CHORUS_SUCCESS;
 }
 
-/* The collective's algorithm called name (NULL: its first), if cfg allows it. */
-static const algo_desc_t *algo_allowed(coll_kind_t coll, const char *name, const algo_config_t *cfg)
+int algo_config_allows(const algo_config_t *cfg, const algo_desc_t *d)
+{
+    return cfg->allowed >> (size_t)(d - algo_table) & 1;
+}
+
+int algo_supported(const algo_desc_t *d, const algo_caps_t *caps)
+{
+    return !(d->needs & ALGO_NEEDS_DIRECT) || caps->direct;
+}
+
+/* The collective's algorithm called name (NULL: its first), if cfg (NULL: anything) allows it and caps
+ * supports it. */
+static const algo_desc_t *algo_allowed(coll_kind_t coll, const char *name, const algo_caps_t *caps,
+                                       const algo_config_t *cfg)
 {
     for (size_t i = 0; i < ALGO_COUNT; i++)
-        if (algo_table[i].coll == coll && (cfg->allowed >> i & 1) && (!name || strcmp(algo_table[i].name, name) == 0))
+        if (algo_table[i].coll == coll && (!cfg || (cfg->allowed >> i & 1)) && algo_supported(&algo_table[i], caps) &&
+            (!name || strcmp(algo_table[i].name, name) == 0))
             return &algo_table[i];
     return NULL;
 }
 
-const algo_desc_t *algo_select(const coll_args_t *a, int nranks, const algo_config_t *cfg)
+const algo_desc_t *algo_select(const coll_args_t *a, const algo_caps_t *caps, const algo_config_t *cfg)
 {
     size_t bytes = a->count * dtype_size(a->dtype);
     if (a->coll == COLL_ALLGATHER || a->coll == COLL_REDUCE_SCATTER || a->coll == COLL_ALLTOALL)
-        bytes *= (size_t)nranks; /* count is per rank */
+        bytes *= (size_t)caps->nranks; /* count is per rank */
     for (size_t r = 0; r < CHORUS_ARRAY_SIZE(algo_rules); r++) {
         const algo_desc_t *d = NULL;
         if (algo_rules[r].coll == a->coll && bytes <= algo_rules[r].max_bytes)
-            d = algo_allowed(a->coll, algo_rules[r].name, cfg);
+            d = algo_allowed(a->coll, algo_rules[r].name, caps, cfg);
         if (d) return d;
     }
-    return algo_allowed(a->coll, NULL, cfg);
+    const algo_desc_t *d = algo_allowed(a->coll, NULL, caps, cfg);
+    return d ? d : algo_allowed(a->coll, NULL, caps, NULL);
 }

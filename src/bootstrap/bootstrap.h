@@ -57,7 +57,8 @@ chorus_result_t bootstrap_init(const chorus_unique_id_t *id, int rank, int nrank
 chorus_result_t bootstrap_connect_mesh(bootstrap_t *bs, int *fds, char *err, size_t errlen);
 const bootstrap_peer_info_t *bootstrap_peer(const bootstrap_t *bs, int rank);
 /* A name for a shared-memory segment between ranks a and b (order does not matter), derived from the
- * communicator's secret so that no other communicator or user can guess it: "/chorus-<32 hex digits>". */
+ * communicator's secret so that no other communicator or user can guess it: "/chorus-<32 hex digits>".
+ * a == b names the host arena of the communicator's ranks. */
 chorus_result_t bootstrap_shm_name(const bootstrap_t *bs, int a, int b, char *name, size_t len);
 void bootstrap_close(bootstrap_t *bs);
 

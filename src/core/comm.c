@@ -140,6 +140,78 @@ static chorus_result_t comm_open_transport(chorus_comm_t comm, const bootstrap_t
     return CHORUS_SUCCESS;
 }
 
+/* The host arena's set-up messages, over the connections to rank 0 (which creates the arena). */
+typedef struct arena_offer {
+    uint32_t ok;
+    uint32_t reserved;
+    uint64_t slot_bytes;
+    uint8_t token[SHM_ARENA_TOKEN_BYTES];
+} arena_offer_t;
+
+/* A tag no collective or point-to-point message of init can carry: nothing else is in flight yet. */
+#define ARENA_SETUP_TAG 0xfffffffeu
+
+/* Agree on the host arena, when every rank is on this host: rank 0 creates it and offers its name's
+ * token; every rank that wants it (CHORUS_SHM_SLOT_SIZE > 0, CHORUS_TRANSPORT not tcp) maps it and
+ * answers; rank 0 unlinks it once all have answered and tells everyone whether all succeeded. Either
+ * every rank uses it or none does (then the direct algorithms are simply not chosen). */
+static chorus_result_t comm_setup_arena(chorus_comm_t comm, const bootstrap_t *bs)
+{
+    if (comm->nranks < 2 || comm->nhosts != 1) return CHORUS_SUCCESS;
+    prims_t *p = &comm->prims;
+    p->tag = ARENA_SETUP_TAG;
+    p->op_name = "init (host arena)";
+    p->deadline_ns = time_deadline_ms(comm->params.connect_timeout);
+    int want = comm->params.shm_slot_size > 0 && strcmp(comm->params.transport, "tcp") != 0;
+    char name[64], why[256] = "";
+    arena_offer_t offer = {0};
+    shm_arena_t *arena = NULL;
+    chorus_result_t res = bootstrap_shm_name(bs, comm->nranks, comm->nranks, name, sizeof(name));
+    if (res != CHORUS_SUCCESS) return comm_error(comm, res, "init: cannot name the host arena");
+    if (comm->rank == 0) {
+        offer.slot_bytes = (uint64_t)comm->params.shm_slot_size;
+        if (want && shm_arena_create(name, comm->nranks, (size_t)offer.slot_bytes, offer.token, &arena, why,
+                                     sizeof(why)) == CHORUS_SUCCESS)
+            offer.ok = 1;
+        else if (!want)
+            snprintf(why, sizeof(why), "off on rank 0 (CHORUS_SHM_SLOT_SIZE=0 or CHORUS_TRANSPORT=tcp)");
+        uint32_t all = offer.ok;
+        for (int q = 1; q < comm->nranks && res == CHORUS_SUCCESS; q++) res = prims_send(p, q, &offer, sizeof(offer));
+        for (int q = 1; q < comm->nranks && res == CHORUS_SUCCESS; q++) {
+            uint32_t ok = 0;
+            res = prims_recv(p, q, &ok, sizeof(ok));
+            if (res == CHORUS_SUCCESS && !ok && all) snprintf(why, sizeof(why), "rank %d could not map it", q);
+            all &= ok;
+        }
+        if (offer.ok) shm_arena_unlink(name); /* mapped by all by now, or never to be */
+        for (int q = 1; q < comm->nranks && res == CHORUS_SUCCESS; q++) res = prims_send(p, q, &all, sizeof(all));
+        offer.ok = all;
+    } else {
+        uint32_t ok = 0;
+        res = prims_recv(p, 0, &offer, sizeof(offer));
+        if (res == CHORUS_SUCCESS && offer.ok && want &&
+            shm_arena_open(name, comm->nranks, (size_t)offer.slot_bytes, offer.token, &arena, why, sizeof(why)) ==
+                CHORUS_SUCCESS)
+            ok = 1;
+        if (res == CHORUS_SUCCESS) res = prims_send(p, 0, &ok, sizeof(ok));
+        if (res == CHORUS_SUCCESS) res = prims_recv(p, 0, &offer.ok, sizeof(offer.ok));
+        if (!why[0]) snprintf(why, sizeof(why), "%s", want ? "another rank could not map it" : "off on this rank");
+    }
+    if (res != CHORUS_SUCCESS || !offer.ok) {
+        shm_arena_close(arena);
+        if (res == CHORUS_SUCCESS) LOG_INFO(LOG_SUB_SHM, "no host arena (%s): direct-access algorithms are off", why);
+        return res;
+    }
+    p->direct_slots = calloc((size_t)comm->nranks, sizeof(*p->direct_slots));
+    if (!p->direct_slots) {
+        shm_arena_close(arena);
+        return comm_error(comm, CHORUS_ERR_NO_MEMORY, "init: out of memory");
+    }
+    p->arena = arena;
+    LOG_INFO(LOG_SUB_SHM, "host arena: %d ranks, slots of %zu bytes", comm->nranks, shm_arena_slot_bytes(arena));
+    return CHORUS_SUCCESS;
+}
+
 /* Rendezvous, mesh, and one transport connection per peer. */
 static chorus_result_t comm_connect(chorus_comm_t comm, const chorus_unique_id_t *id)
 {
@@ -172,6 +244,7 @@ static chorus_result_t comm_connect(chorus_comm_t comm, const chorus_unique_id_t
         CHECK_GOTO(comm_open_transport(comm, bs, i, fds[i]), res, out);
         fds[i] = -1;
     }
+    res = comm_setup_arena(comm, bs);
 out:
     if (fds && res != CHORUS_SUCCESS)
         for (int i = 0; i < comm->nranks; i++)
@@ -226,7 +299,6 @@ static chorus_result_t comm_init(chorus_comm_t *comm_p, int nranks, const chorus
     }
     CHECK_GOTO(progress_engine_init(&comm->engine, comm->params.spin_us, nranks), res, fail);
     CHECK_GOTO(recorder_init(comm, id), res, fail);
-    CHECK_GOTO(comm_connect(comm, id), res, fail);
     comm->prims = (prims_t){.rank = rank,
                             .nranks = nranks,
                             .conns = comm->conns,
@@ -235,6 +307,7 @@ static chorus_result_t comm_init(chorus_comm_t *comm_p, int nranks, const chorus
                             .chunk_bytes = (size_t)comm->params.chunk_size,
                             .err = comm->last_error,
                             .errlen = COMM_ERROR_BYTES};
+    CHECK_GOTO(comm_connect(comm, id), res, fail);
     LOG_INFO(LOG_SUB_INIT, "communicator ready: rank %d of %d, %d host(s)", rank, nranks, comm->nhosts);
     *comm_p = comm;
     return CHORUS_SUCCESS;

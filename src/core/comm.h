@@ -19,6 +19,7 @@ struct chorus_comm {
     int nhosts;
     int nshm, ntcp;           /* peers reached through each transport */
     int shm_fallback_logged;
+    int algo_fallback_logged;
     chorus_params_t params;
     algo_config_t algo;       /* CHORUS_ALGO, parsed */
     transport_conn_t **conns; /* by rank; NULL for this rank */

@@ -78,8 +78,8 @@ static chorus_result_t progress_block(progress_engine_t *pe, transport_conn_t *c
     return CHORUS_SUCCESS;
 }
 
-chorus_result_t progress_run(progress_engine_t *pe, progress_step_fn step, void *arg, transport_conn_t *const *conns,
-                             int nconns, int64_t deadline_ns, int *failed_p)
+chorus_result_t progress_run_sleep(progress_engine_t *pe, progress_step_fn step, progress_sleep_fn sleep, void *arg,
+                                   transport_conn_t *const *conns, int nconns, int64_t deadline_ns, int *failed_p)
 {
     int64_t idle_since = 0; /* when the run last stopped moving, 0 while it moves */
     *failed_p = -1;
@@ -100,6 +100,17 @@ chorus_result_t progress_run(progress_engine_t *pe, progress_step_fn step, void 
             continue;
         }
         if (now >= deadline_ns) return CHORUS_ERR_TIMEOUT;
-        CHECK(progress_block(pe, conns, nconns, time_left_ms(deadline_ns, PROGRESS_POLL_CAP_MS), failed_p));
+        if (!sleep) {
+            CHECK(progress_block(pe, conns, nconns, time_left_ms(deadline_ns, PROGRESS_POLL_CAP_MS), failed_p));
+            continue;
+        }
+        CHECK(progress_block(pe, conns, nconns, 0, failed_p));
+        sleep(arg, time_left_ms(deadline_ns, PROGRESS_SLEEP_SLICE_MS));
     }
+}
+
+chorus_result_t progress_run(progress_engine_t *pe, progress_step_fn step, void *arg, transport_conn_t *const *conns,
+                             int nconns, int64_t deadline_ns, int *failed_p)
+{
+    return progress_run_sleep(pe, step, NULL, arg, conns, nconns, deadline_ns, failed_p);
 }

@@ -51,4 +51,15 @@ void progress_abort(progress_engine_t *pe);
 chorus_result_t progress_run(progress_engine_t *pe, progress_step_fn step, void *arg, transport_conn_t *const *conns,
                              int nconns, int64_t deadline_ns, int *failed_p);
 
+/* How a run sleeps that waits on shared memory, which no descriptor signals (e.g. a futex): it returns
+ * when woken, or after at most timeout_ms. */
+typedef void (*progress_sleep_fn)(void *arg, int timeout_ms);
+
+/* progress_run, but an idle run past its spin sleeps in `sleep` (given `arg` too), in slices of at most
+ * PROGRESS_SLEEP_SLICE_MS; between slices it checks every connection without blocking, so that a dead
+ * peer, the deadline and an abort are still noticed within a slice. */
+#define PROGRESS_SLEEP_SLICE_MS 20
+chorus_result_t progress_run_sleep(progress_engine_t *pe, progress_step_fn step, progress_sleep_fn sleep, void *arg,
+                                   transport_conn_t *const *conns, int nconns, int64_t deadline_ns, int *failed_p);
+
 #endif

@@ -9,7 +9,8 @@
 static const char *pick(const algo_config_t *cfg, coll_kind_t coll, size_t count, int nranks)
 {
     coll_args_t a = {coll, NULL, NULL, count, chorus_uint8, chorus_sum, 0};
-    const algo_desc_t *d = algo_select(&a, nranks, cfg);
+    algo_caps_t caps = {.nranks = nranks, .direct = 0};
+    const algo_desc_t *d = algo_select(&a, &caps, cfg);
     return d ? d->name : "(none)";
 }
 

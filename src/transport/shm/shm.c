@@ -35,7 +35,6 @@
  * in /dev/shm for a crash to leak.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -46,10 +45,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "platform/shmem.h"
 #include "platform/socket.h"
 #include "transport/transport.h"
 #include "util/log.h"
@@ -525,31 +523,6 @@ static size_t shm_seg_bytes(size_t page, size_t ring_bytes)
     return shm_ctl_bytes(page) + 2 * ring_bytes;
 }
 
-static void shm_seg_map(shm_setup_t *s, int fd)
-{
-    void *map = mmap(NULL, s->seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (map == MAP_FAILED)
-        shm_refuse(s, "cannot map shared memory segment %s (%zu bytes): %s", s->name, s->seg_bytes, strerror(errno));
-    else
-        s->ctl = map;
-}
-
-/* Reserve the memory now: a page that tmpfs cannot supply later would be a SIGBUS in the data path. */
-static void shm_seg_reserve(shm_setup_t *s, int fd)
-{
-    struct statvfs vfs;
-    unsigned long long avail = 0;
-    int known = fstatvfs(fd, &vfs) == 0 && vfs.f_blocks > 0;
-    if (known) avail = (unsigned long long)vfs.f_bavail * vfs.f_frsize;
-    int e = known && avail < s->seg_bytes ? ENOSPC : posix_fallocate(fd, 0, (off_t)s->seg_bytes);
-    if (e == ENOSPC && known)
-        shm_refuse(s, "/dev/shm has %llu MiB free, %zu MiB needed for shared memory with this peer: enlarge /dev/shm "
-                   "(docker --shm-size) or set CHORUS_TRANSPORT=tcp",
-                   avail >> 20, (s->seg_bytes + (1u << 20) - 1) >> 20);
-    else if (e != 0)
-        shm_refuse(s, "cannot allocate %zu bytes for shared memory segment %s: %s", s->seg_bytes, s->name, strerror(e));
-}
-
 static void shm_seg_create(shm_setup_t *s, size_t want_ring)
 {
     s->ring_bytes = (CHORUS_MAX(want_ring, (size_t)1) + s->page - 1) / s->page * s->page;
@@ -558,24 +531,20 @@ static void shm_seg_create(shm_setup_t *s, size_t want_ring)
         shm_refuse(s, "a shared memory ring of %zu bytes is too large", want_ring);
         return;
     }
-    if (!s->name || s->name[0] != '/' || strlen(s->name) >= SHM_TEXT_BYTES || strchr(s->name + 1, '/')) {
-        shm_refuse(s, "bad shared memory segment name \"%s\"", s->name ? s->name : "(null)");
+    if (s->name && strlen(s->name) >= SHM_TEXT_BYTES) {
+        shm_refuse(s, "shared memory segment name \"%s\" is too long", s->name);
         return;
     }
-    int fd = shm_open(s->name, O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd < 0) {
-        if (errno == EEXIST)
-            shm_refuse(s, "shared memory segment %s already exists: a name collision, or another program's", s->name);
-        else
-            shm_refuse(s, "cannot create shared memory segment %s: %s", s->name, strerror(errno));
+    char why[SHM_TEXT_BYTES];
+    void *map;
+    if (shmem_create(s->name, s->seg_bytes, &map, why, sizeof(why)) != 0) {
+        shm_refuse(s, "%s%s", why, strstr(why, "MiB free") ? " for shared memory with this peer: enlarge /dev/shm "
+                   "(docker --shm-size) or set CHORUS_TRANSPORT=tcp" : "");
         return;
     }
-    shm_seg_reserve(s, fd);
-    if (s->ok) shm_seg_map(s, fd);
-    close(fd);
-    if (s->ok && sock_random_bytes(s->ctl->creator_token, SHM_TOKEN_BYTES) != CHORUS_SUCCESS)
+    s->ctl = map;
+    if (sock_random_bytes(s->ctl->creator_token, SHM_TOKEN_BYTES) != CHORUS_SUCCESS) {
         shm_refuse(s, "no random bytes for the shared memory token");
-    if (!s->ok) {
         shm_unlink(s->name);
         return;
     }
@@ -599,24 +568,15 @@ static void shm_seg_attach(shm_setup_t *s, const shm_setup_msg_t *offer)
         return;
     }
     s->name = offer->text;
-    int fd = shm_open(s->name, O_RDWR, 0);
-    if (fd < 0) {
-        shm_refuse(s, "cannot open shared memory segment %s made by the peer: %s (both need the same /dev/shm: "
-                   "containers must share it, e.g. docker --ipc=host)", s->name, strerror(errno));
+    char why[SHM_TEXT_BYTES];
+    void *map;
+    if (shmem_open(s->name, s->seg_bytes, &map, why, sizeof(why)) != 0) {
+        shm_refuse(s, "%s", why);
         return;
     }
-    struct stat st;
-    if (fstat(fd, &st) != 0)
-        shm_refuse(s, "cannot stat shared memory segment %s: %s", s->name, strerror(errno));
-    else if ((uint64_t)st.st_size != s->seg_bytes)
-        shm_refuse(s, "shared memory segment %s has %lld bytes, %zu expected", s->name, (long long)st.st_size,
-                   s->seg_bytes);
-    else
-        shm_seg_map(s, fd);
-    close(fd);
-    if (s->ok && (s->ctl->magic != SHM_SEG_MAGIC || s->ctl->version != SHM_VERSION ||
-                  s->ctl->ring_bytes != s->ring_bytes ||
-                  memcmp(s->ctl->creator_token, offer->token, SHM_TOKEN_BYTES) != 0))
+    s->ctl = map;
+    if (s->ctl->magic != SHM_SEG_MAGIC || s->ctl->version != SHM_VERSION || s->ctl->ring_bytes != s->ring_bytes ||
+        memcmp(s->ctl->creator_token, offer->token, SHM_TOKEN_BYTES) != 0)
         shm_refuse(s, "shared memory segment %s is not the one the peer made: its token differs", s->name);
     if (s->ok) shm_unlink(s->name);
 }

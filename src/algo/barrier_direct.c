@@ -1,0 +1,19 @@
+/*
+ * Direct Barrier, inside one host: every rank publishes a phase in the arena and waits until every other
+ * rank has published it.
+ *
+ * Steps: 1 synchronisation. Bytes: none. Restrictions: direct access (every rank on one host, sharing
+ * the host arena).
+ */
+#include "algo/direct.h"
+#include "util/util.h"
+
+chorus_result_t barrier_direct(prims_t *p, const coll_args_t *a)
+{
+    (void)a;
+    void *slot;
+    const void *const *slots;
+    CHECK(prims_direct_begin(p, &slot));
+    prims_direct_publish(p);
+    return prims_direct_wait_all(p, &slots);
+}

@@ -1,0 +1,24 @@
+/* Helpers shared by the direct-access algorithms (*_direct.c, allreduce_oneshot.c, allreduce_twoshot.c). */
+#ifndef CHORUS_DIRECT_H
+#define CHORUS_DIRECT_H
+
+#include "algo/algo.h"
+
+/* Elements of `elem` bytes that fit a slot divided into `parts` equal pieces (at least 1). */
+static inline size_t direct_chunk_elems(const prims_t *p, int parts, size_t elem)
+{
+    size_t n = prims_direct_bytes(p) / (size_t)parts / elem;
+    return n ? n : 1;
+}
+
+/* dst = slots[0] OP slots[1] OP ... OP slots[nranks - 1], each read at byte offset off, in rank order, so
+ * that every rank that combines the same data gets the same bits; then finish (avg). */
+static inline void direct_reduce(void *dst, const void *const *slots, int nranks, size_t off, size_t count,
+                                 const prims_reduce_t *red)
+{
+    reduce_apply3(dst, (const char *)slots[0] + off, (const char *)slots[1] + off, count, red->dtype, red->op);
+    for (int q = 2; q < nranks; q++) reduce_apply(dst, (const char *)slots[q] + off, count, red->dtype, red->op);
+    reduce_finish(dst, count, red->dtype, red->op, nranks);
+}
+
+#endif

@@ -1,0 +1,124 @@
+/* The direct-access primitives (prims.h) over the host arena: phases, waits that spin and then sleep on
+ * the arena's futex while still watching every connection, and fingerprint checks. */
+#include <stdio.h>
+#include <string.h>
+
+#include "algo/algo.h"
+#include "algo/prims_impl.h"
+#include "util/log.h"
+#include "util/util.h"
+
+size_t prims_direct_bytes(const prims_t *p) { return p->arena ? shm_arena_slot_bytes(p->arena) : 0; }
+
+typedef struct direct_wait {
+    prims_t *p;
+    int peer;
+    uint32_t phase;
+} direct_wait_t;
+
+static chorus_result_t direct_wait_step(void *arg, progress_status_t *status)
+{
+    direct_wait_t *w = arg;
+    *status = shm_arena_reached(w->p->arena, w->peer, w->phase) ? PROGRESS_DONE : PROGRESS_IDLE;
+    return CHORUS_SUCCESS;
+}
+
+static void direct_wait_sleep(void *arg, int timeout_ms)
+{
+    direct_wait_t *w = arg;
+    shm_arena_sleep(w->p->arena, w->peer, w->phase, timeout_ms);
+}
+
+static const char *direct_host(const prims_t *p, int peer) { return p->hosts ? p->hosts[peer] : "?"; }
+
+/* Wait until peer has published phase. */
+static chorus_result_t direct_wait_phase(prims_t *p, int peer, uint32_t phase)
+{
+    if (shm_arena_reached(p->arena, peer, phase)) return CHORUS_SUCCESS;
+    direct_wait_t w = {p, peer, phase};
+    p->waiting_on = peer;
+    int failed;
+    chorus_result_t res = progress_run_sleep(p->engine, direct_wait_step, direct_wait_sleep, &w, p->conns, p->nranks,
+                                             p->deadline_ns, &failed);
+    if (res == CHORUS_SUCCESS) return res;
+    if (failed >= 0)
+        snprintf(p->err, p->errlen, "%s #%llu phase %u: connection to rank %d (%s) failed: the peer exited, crashed "
+                 "or closed the communicator", p->op_name, (unsigned long long)p->op_seq, phase, failed,
+                 direct_host(p, failed));
+    else if (res == CHORUS_ERR_TIMEOUT)
+        snprintf(p->err, p->errlen, "%s #%llu phase %u: timed out waiting for rank %d (%s) in shared memory; it may "
+                 "be stuck, or have called a different operation (raise CHORUS_TIMEOUT if it is just slow)",
+                 p->op_name, (unsigned long long)p->op_seq, phase, peer, direct_host(p, peer));
+    else if (res == CHORUS_ERR_ABORTED)
+        snprintf(p->err, p->errlen, "%s #%llu: the communicator was aborted", p->op_name,
+                 (unsigned long long)p->op_seq);
+    if (res != CHORUS_ERR_ABORTED) LOG_WARN(LOG_SUB_COLL, "%s", p->err);
+    return res;
+}
+
+/* Name each field of the peer's fingerprint that differs from ours. */
+static chorus_result_t direct_mismatch(prims_t *p, int peer, const prims_fingerprint_t *theirs)
+{
+    const prims_fingerprint_t *mine = &p->fp;
+    char what[512];
+    size_t n = 0;
+#define DIFF(cond, ...)                                                                                    \
+    if ((cond) && n < sizeof(what)) n += (size_t)snprintf(what + n, sizeof(what) - n, __VA_ARGS__)
+    DIFF(mine->seq != theirs->seq, "; collective number: here #%llu, rank %d #%llu (a rank skipped or added a "
+         "collective)", (unsigned long long)mine->seq, peer, (unsigned long long)theirs->seq);
+    DIFF(mine->coll != theirs->coll, "; collective: here %s, rank %d %s", coll_name((coll_kind_t)mine->coll), peer,
+         coll_name((coll_kind_t)theirs->coll));
+    DIFF(mine->count != theirs->count, "; count: here %llu, rank %d %llu", (unsigned long long)mine->count, peer,
+         (unsigned long long)theirs->count);
+    DIFF(mine->dtype != theirs->dtype, "; datatype: here %s, rank %d %s", dtype_name((chorus_datatype_t)mine->dtype),
+         peer, dtype_name((chorus_datatype_t)theirs->dtype));
+    DIFF(mine->op != theirs->op, "; op: here %s, rank %d %s", redop_name((chorus_redop_t)mine->op), peer,
+         redop_name((chorus_redop_t)theirs->op));
+    DIFF(mine->root != theirs->root, "; root: here %d, rank %d %d", mine->root, peer, theirs->root);
+#undef DIFF
+    snprintf(p->err, p->errlen, "%s #%llu: rank %d (%s) called a different operation%s: every rank must make the "
+             "same calls in the same order with the same arguments", p->op_name, (unsigned long long)p->op_seq, peer,
+             direct_host(p, peer), n ? what : "");
+    LOG_WARN(LOG_SUB_COLL, "%s", p->err);
+    return CHORUS_ERR_MISMATCH;
+}
+
+chorus_result_t prims_direct_begin(prims_t *p, void **slot_p)
+{
+    uint32_t phase = p->phase + 1;
+    /* This slot was last written two phases ago: every peer must have moved past reading it. */
+    for (int q = 0; q < p->nranks; q++)
+        if (q != p->rank) CHECK(direct_wait_phase(p, q, phase - 1));
+    p->phase = phase;
+    p->step++;
+    *slot_p = shm_arena_slot(p->arena, p->rank, phase);
+    return CHORUS_SUCCESS;
+}
+
+void prims_direct_publish(prims_t *p) { shm_arena_publish(p->arena, p->rank, p->phase, &p->fp); }
+
+chorus_result_t prims_direct_wait(prims_t *p, int peer, const void **slot_p)
+{
+    CHECK(direct_wait_phase(p, peer, p->phase));
+    const void *tag = shm_arena_tag(p->arena, peer, p->phase);
+    if (memcmp(tag, &p->fp, sizeof(p->fp)) != 0) {
+        prims_fingerprint_t theirs;
+        memcpy(&theirs, tag, sizeof(theirs));
+        return direct_mismatch(p, peer, &theirs);
+    }
+    *slot_p = shm_arena_slot(p->arena, peer, p->phase);
+    return CHORUS_SUCCESS;
+}
+
+chorus_result_t prims_direct_wait_all(prims_t *p, const void *const **slots_p)
+{
+    const void **slots = p->direct_slots;
+    for (int q = 0; q < p->nranks; q++) {
+        if (q == p->rank)
+            slots[q] = shm_arena_slot(p->arena, q, p->phase);
+        else
+            CHECK(prims_direct_wait(p, q, &slots[q]));
+    }
+    *slots_p = slots;
+    return CHORUS_SUCCESS;
+}

@@ -1,0 +1,33 @@
+/*
+ * Direct ReduceScatter, inside one host: per chunk, every rank copies the chunk of each of its p input
+ * blocks into its arena slot (the slot holds p pieces), then combines piece `rank` of all p slots, in
+ * rank order, into its output.
+ *
+ * Steps: 1 synchronisation per chunk (ceil(n / slot)). Bytes per rank: n copied in, n read while
+ * combining, n/p written; nothing crosses a connection. Restrictions: direct access (every rank on one
+ * host, sharing the host arena).
+ */
+#include <string.h>
+
+#include "algo/direct.h"
+#include "util/util.h"
+
+chorus_result_t reduce_scatter_direct(prims_t *p, const coll_args_t *a)
+{
+    int rank = prims_rank(p), n = prims_nranks(p);
+    prims_reduce_t red = algo_reduction(a);
+    size_t elem = red.elem, per = direct_chunk_elems(p, n, elem);
+    const char *in = a->sendbuf;
+    char *out = a->recvbuf;
+    for (size_t off = 0; off < a->count; off += per) {
+        size_t cnt = CHORUS_MIN(per, a->count - off), piece = cnt * elem;
+        char *slot;
+        const void *const *slots;
+        CHECK(prims_direct_begin(p, (void **)&slot));
+        for (int q = 0; q < n; q++) memcpy(slot + (size_t)q * piece, in + ((size_t)q * a->count + off) * elem, piece);
+        prims_direct_publish(p);
+        CHECK(prims_direct_wait_all(p, &slots));
+        direct_reduce(out + off * elem, slots, n, (size_t)rank * piece, cnt, &red);
+    }
+    return CHORUS_SUCCESS;
+}

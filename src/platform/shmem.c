@@ -1,0 +1,95 @@
+#include "platform/shmem.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static int shmem_map(int fd, const char *name, size_t bytes, void **map_p, char *err, size_t errlen)
+{
+    void *map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) {
+        snprintf(err, errlen, "cannot map shared memory segment %s (%zu bytes): %s", name, bytes, strerror(errno));
+        return -1;
+    }
+    *map_p = map;
+    return 0;
+}
+
+/* posix_fallocate, but a /dev/shm known to be too small is refused up front with the sizes involved. */
+static int shmem_reserve(int fd, const char *name, size_t bytes, char *err, size_t errlen)
+{
+    struct statvfs vfs;
+    unsigned long long avail = 0;
+    int known = fstatvfs(fd, &vfs) == 0 && vfs.f_blocks > 0;
+    if (known) avail = (unsigned long long)vfs.f_bavail * vfs.f_frsize;
+    int e = known && avail < bytes ? ENOSPC : posix_fallocate(fd, 0, (off_t)bytes);
+    if (e == ENOSPC && known)
+        snprintf(err, errlen, "/dev/shm has %llu MiB free, %zu MiB needed", avail >> 20,
+                 (bytes + (1u << 20) - 1) >> 20);
+    else if (e != 0)
+        snprintf(err, errlen, "cannot allocate %zu bytes for shared memory segment %s: %s", bytes, name, strerror(e));
+    return e ? -1 : 0;
+}
+
+int shmem_create(const char *name, size_t bytes, void **map_p, char *err, size_t errlen)
+{
+    if (!name || name[0] != '/' || strlen(name) >= NAME_MAX || strchr(name + 1, '/')) {
+        snprintf(err, errlen, "bad shared memory segment name \"%s\"", name ? name : "(null)");
+        return -1;
+    }
+    int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0) {
+        if (errno == EEXIST)
+            snprintf(err, errlen, "shared memory segment %s already exists: a name collision, or another program's",
+                     name);
+        else
+            snprintf(err, errlen, "cannot create shared memory segment %s: %s", name, strerror(errno));
+        return -1;
+    }
+    int rc = shmem_reserve(fd, name, bytes, err, errlen);
+    if (rc == 0) rc = shmem_map(fd, name, bytes, map_p, err, errlen);
+    close(fd);
+    if (rc != 0) shm_unlink(name);
+    return rc;
+}
+
+int shmem_open(const char *name, size_t bytes, void **map_p, char *err, size_t errlen)
+{
+    int fd = shm_open(name, O_RDWR, 0);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open shared memory segment %s: %s (the ranks need the same /dev/shm: "
+                 "containers must share it, e.g. docker --ipc=host)", name, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    int rc = -1;
+    if (fstat(fd, &st) != 0)
+        snprintf(err, errlen, "cannot stat shared memory segment %s: %s", name, strerror(errno));
+    else if ((uint64_t)st.st_size != bytes)
+        snprintf(err, errlen, "shared memory segment %s has %lld bytes, %zu expected", name, (long long)st.st_size,
+                 bytes);
+    else
+        rc = shmem_map(fd, name, bytes, map_p, err, errlen);
+    close(fd);
+    return rc;
+}
+
+void shmem_futex_wait(_Atomic uint32_t *word, uint32_t expected, int timeout_ms)
+{
+    struct timespec ts = {.tv_sec = timeout_ms / 1000, .tv_nsec = (long)(timeout_ms % 1000) * 1000000L};
+    (void)syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, expected, &ts, NULL, 0);
+}
+
+void shmem_futex_wake_all(_Atomic uint32_t *word)
+{
+    (void)syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}

@@ -1,0 +1,21 @@
+/* POSIX shared-memory segments and futexes: the OS side of every shared-memory structure in Chorus. */
+#ifndef CHORUS_SHMEM_H
+#define CHORUS_SHMEM_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Create segment `name` ("/chorus-..."), O_EXCL and mode 0600, with its `bytes` reserved now (a page that
+ * tmpfs cannot supply later would be a SIGBUS in the data path), and map it. Returns 0, or -1 with the
+ * reason in err (a full /dev/shm is named with the MiB free and needed). Nothing is left behind on failure. */
+int shmem_create(const char *name, size_t bytes, void **map_p, char *err, size_t errlen);
+/* Open and map an existing segment that must have exactly `bytes`. Returns 0, or -1 with the reason in err. */
+int shmem_open(const char *name, size_t bytes, void **map_p, char *err, size_t errlen);
+
+/* Futexes on 32-bit words in memory shared between processes (not FUTEX_PRIVATE). */
+/* Sleep while *word == expected, at most timeout_ms; returns early on a wake, a signal or a changed word. */
+void shmem_futex_wait(_Atomic uint32_t *word, uint32_t expected, int timeout_ms);
+void shmem_futex_wake_all(_Atomic uint32_t *word);
+
+#endif

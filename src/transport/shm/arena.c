@@ -1,0 +1,172 @@
+#include "transport/shm/arena.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "platform/shmem.h"
+#include "platform/socket.h"
+#include "util/util.h"
+
+#define ARENA_MAGIC 0x63686f7275734101ull
+#define ARENA_VERSION 1u
+/* Two 64-byte lines per rank: adjacent-line prefetchers would otherwise make neighbours share. */
+#define ARENA_LINE 128
+
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "words shared between processes must be lock-free atomics");
+
+typedef struct arena_hdr {
+    uint64_t magic;
+    uint64_t version;
+    uint64_t nranks;
+    uint64_t slot_bytes;
+    uint8_t token[SHM_ARENA_TOKEN_BYTES];
+} arena_hdr_t;
+
+/* What one rank publishes; only its owner writes it, apart from waiters. */
+typedef struct arena_line {
+    _Alignas(ARENA_LINE) _Atomic uint32_t phase; /* also the futex word readers sleep on */
+    _Atomic uint32_t waiters;                   /* readers asleep (or about to be) on phase */
+    uint8_t tag[2][SHM_ARENA_TAG_BYTES];        /* by phase parity */
+} arena_line_t;
+
+struct shm_arena {
+    arena_hdr_t *hdr;
+    arena_line_t *lines;
+    char *slots;
+    size_t slot_bytes;
+    size_t map_bytes;
+};
+
+static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+/* The arena's geometry: header and phase lines, then two slots per rank (rounded up to pages in
+ * *slot_bytes); the total, or 0 if it overflows. */
+static size_t arena_layout(int nranks, size_t *slot_bytes, size_t *head_p)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t slot = round_up(CHORUS_MAX(*slot_bytes, (size_t)1), page), total;
+    if (nranks < 1 || slot < *slot_bytes || __builtin_mul_overflow(slot, 2 * (size_t)nranks, &total)) return 0;
+    size_t head = round_up(round_up(sizeof(arena_hdr_t), ARENA_LINE) + (size_t)nranks * sizeof(arena_line_t), page);
+    if (__builtin_add_overflow(total, head, &total)) return 0;
+    *slot_bytes = slot;
+    *head_p = head;
+    return total;
+}
+
+static shm_arena_t *arena_wrap(void *map, size_t map_bytes, size_t head, size_t slot_bytes)
+{
+    shm_arena_t *a = calloc(1, sizeof(*a));
+    if (!a) return NULL;
+    a->hdr = map;
+    a->lines = (arena_line_t *)((char *)map + round_up(sizeof(arena_hdr_t), ARENA_LINE));
+    a->slots = (char *)map + head;
+    a->slot_bytes = slot_bytes;
+    a->map_bytes = map_bytes;
+    return a;
+}
+
+chorus_result_t shm_arena_create(const char *name, int nranks, size_t slot_bytes,
+                                 uint8_t token_p[SHM_ARENA_TOKEN_BYTES], shm_arena_t **arena_p, char *err,
+                                 size_t errlen)
+{
+    size_t head, bytes = arena_layout(nranks, &slot_bytes, &head);
+    if (!bytes) {
+        snprintf(err, errlen, "an arena of %d slots of %zu bytes is too large", nranks, slot_bytes);
+        return CHORUS_ERR_NOT_SUPPORTED;
+    }
+    void *map;
+    if (shmem_create(name, bytes, &map, err, errlen) != 0) return CHORUS_ERR_NOT_SUPPORTED;
+    shm_arena_t *a = arena_wrap(map, bytes, head, slot_bytes);
+    if (!a || sock_random_bytes(a->hdr->token, SHM_ARENA_TOKEN_BYTES) != CHORUS_SUCCESS) {
+        snprintf(err, errlen, "%s", a ? "no random bytes for the arena's token" : "out of memory");
+        free(a);
+        munmap(map, bytes);
+        shm_arena_unlink(name);
+        return CHORUS_ERR_NOT_SUPPORTED;
+    }
+    a->hdr->magic = ARENA_MAGIC;
+    a->hdr->version = ARENA_VERSION;
+    a->hdr->nranks = (uint64_t)nranks;
+    a->hdr->slot_bytes = slot_bytes;
+    memcpy(token_p, a->hdr->token, SHM_ARENA_TOKEN_BYTES);
+    *arena_p = a;
+    return CHORUS_SUCCESS;
+}
+
+chorus_result_t shm_arena_open(const char *name, int nranks, size_t slot_bytes,
+                               const uint8_t token[SHM_ARENA_TOKEN_BYTES], shm_arena_t **arena_p, char *err,
+                               size_t errlen)
+{
+    size_t head, bytes = arena_layout(nranks, &slot_bytes, &head);
+    void *map;
+    if (!bytes) {
+        snprintf(err, errlen, "an arena of %d slots of %zu bytes is too large", nranks, slot_bytes);
+        return CHORUS_ERR_NOT_SUPPORTED;
+    }
+    if (shmem_open(name, bytes, &map, err, errlen) != 0) return CHORUS_ERR_NOT_SUPPORTED;
+    const arena_hdr_t *h = map;
+    if (h->magic != ARENA_MAGIC || h->version != ARENA_VERSION || h->nranks != (uint64_t)nranks ||
+        h->slot_bytes != slot_bytes || memcmp(h->token, token, SHM_ARENA_TOKEN_BYTES) != 0) {
+        snprintf(err, errlen, "shared memory segment %s is not the arena rank 0 made: its header or token differs",
+                 name);
+        munmap(map, bytes);
+        return CHORUS_ERR_NOT_SUPPORTED;
+    }
+    shm_arena_t *a = arena_wrap(map, bytes, head, slot_bytes);
+    if (!a) {
+        snprintf(err, errlen, "out of memory");
+        munmap(map, bytes);
+        return CHORUS_ERR_NOT_SUPPORTED;
+    }
+    *arena_p = a;
+    return CHORUS_SUCCESS;
+}
+
+void shm_arena_unlink(const char *name) { shm_unlink(name); }
+
+void shm_arena_close(shm_arena_t *arena)
+{
+    if (!arena) return;
+    munmap(arena->hdr, arena->map_bytes);
+    free(arena);
+}
+
+size_t shm_arena_slot_bytes(const shm_arena_t *arena) { return arena->slot_bytes; }
+
+void *shm_arena_slot(const shm_arena_t *arena, int rank, uint32_t phase)
+{
+    return arena->slots + ((size_t)rank * 2 + (phase & 1)) * arena->slot_bytes;
+}
+
+void shm_arena_publish(shm_arena_t *arena, int rank, uint32_t phase, const void *tag)
+{
+    arena_line_t *l = &arena->lines[rank];
+    memcpy(l->tag[phase & 1], tag, SHM_ARENA_TAG_BYTES);
+    atomic_store(&l->phase, phase); /* seq-cst: ordered before the waiters load below */
+    if (atomic_load(&l->waiters)) shmem_futex_wake_all(&l->phase);
+}
+
+static int phase_reached(uint32_t cur, uint32_t phase) { return (int32_t)(cur - phase) >= 0; }
+
+int shm_arena_reached(const shm_arena_t *arena, int rank, uint32_t phase)
+{
+    return phase_reached(atomic_load_explicit(&arena->lines[rank].phase, memory_order_acquire), phase);
+}
+
+const void *shm_arena_tag(const shm_arena_t *arena, int rank, uint32_t phase)
+{
+    return arena->lines[rank].tag[phase & 1];
+}
+
+void shm_arena_sleep(shm_arena_t *arena, int rank, uint32_t phase, int timeout_ms)
+{
+    arena_line_t *l = &arena->lines[rank];
+    atomic_fetch_add(&l->waiters, 1);
+    uint32_t cur = atomic_load(&l->phase); /* seq-cst: after the waiters increment */
+    if (!phase_reached(cur, phase)) shmem_futex_wait(&l->phase, cur, timeout_ms);
+    atomic_fetch_sub(&l->waiters, 1);
+}

@@ -1,0 +1,59 @@
+/*
+ * The host arena: one shared-memory segment that every rank of a single-host communicator maps, so that
+ * every rank can read every other rank's data directly. It moves no bytes itself; it gives each rank
+ * two slots it alone writes, and a phase counter it alone advances.
+ *
+ * Phases. Ranks go through the same numbered phases (1, 2, ...). In phase k a rank writes its slot for k
+ * (the slot of k's parity), publishes k with a 32-byte tag (what the rank is doing, compared by readers),
+ * then reads the slots of phase k of the peers that published k. A rank publishes k + 1 only after it has
+ * finished reading phase k's slots, so a slot written in phase k may be written again in phase k + 2 once
+ * every peer has published k + 1. Counters are 32-bit and compared modulo 2^32.
+ *
+ * Waiting. The phase word is also a futex: a reader that has spun long enough counts itself in the
+ * writer's waiters word and sleeps on the phase word; a writer that sees waiters after publishing wakes
+ * them. A seq-cst store/load pair on each side makes a lost wake-up impossible.
+ *
+ * Set-up. One rank creates the segment (O_EXCL, 0600, its name derived from the communicator's secret)
+ * with a random token in its header; the others open it and check the token they were told over their
+ * authenticated connections; the creator unlinks it once everyone has mapped it.
+ */
+#ifndef CHORUS_ARENA_H
+#define CHORUS_ARENA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "chorus/chorus.h"
+
+#define SHM_ARENA_TAG_BYTES 32
+#define SHM_ARENA_TOKEN_BYTES 16
+
+typedef struct shm_arena shm_arena_t;
+
+/* Create and map the arena for nranks ranks with slots of at least slot_bytes (rounded up to pages);
+ * token_p receives the random token the openers must check. NOT_SUPPORTED with the reason in err when
+ * shared memory cannot be had. */
+chorus_result_t shm_arena_create(const char *name, int nranks, size_t slot_bytes,
+                                 uint8_t token_p[SHM_ARENA_TOKEN_BYTES], shm_arena_t **arena_p, char *err,
+                                 size_t errlen);
+/* Open and map an arena another rank created, checking its geometry and token. NOT_SUPPORTED with the
+ * reason in err on failure. */
+chorus_result_t shm_arena_open(const char *name, int nranks, size_t slot_bytes,
+                               const uint8_t token[SHM_ARENA_TOKEN_BYTES], shm_arena_t **arena_p, char *err,
+                               size_t errlen);
+void shm_arena_unlink(const char *name);
+void shm_arena_close(shm_arena_t *arena);
+
+size_t shm_arena_slot_bytes(const shm_arena_t *arena);
+/* rank's slot for phase (one of its two, by the phase's parity). */
+void *shm_arena_slot(const shm_arena_t *arena, int rank, uint32_t phase);
+/* Make this rank's writes so far visible with phase and its tag, and wake the peers sleeping on it. */
+void shm_arena_publish(shm_arena_t *arena, int rank, uint32_t phase, const void *tag);
+/* Whether rank has published phase (or a later one). */
+int shm_arena_reached(const shm_arena_t *arena, int rank, uint32_t phase);
+/* The tag rank published with phase; valid once reached, until rank publishes phase + 2. */
+const void *shm_arena_tag(const shm_arena_t *arena, int rank, uint32_t phase);
+/* Sleep until rank publishes phase, at most timeout_ms (it may return earlier). */
+void shm_arena_sleep(shm_arena_t *arena, int rank, uint32_t phase, int timeout_ms);
+
+#endif
