@@ -1,7 +1,7 @@
 /* Reduction kernels: one plain C loop per (datatype, op), written so that gcc -O3 vectorises it, compiled
- * twice (baseline x86-64 or whatever the target is, and AVX2), with float16 going through F16C where the CPU
- * has it. The ISA is chosen once, at the first call; the choice is a table of loops, so each call makes one
- * lookup and never branches per element on the datatype or the op.
+ * twice (baseline x86-64 or whatever the target is, and AVX2), with float16 going through F16C and bfloat16
+ * through hand-written AVX2 where the CPU has them. The ISA is chosen once, at the first call; the choice is a
+ * table of loops, so each call makes one lookup and never branches per element on the datatype or the op.
  *
  * Semantics every path shares bit for bit: integer sum and prod wrap modulo 2^bits; float max and min return
  * the first operand if it is NaN, else the second if it is NaN, else the larger / smaller (ties return the
@@ -373,17 +373,26 @@ REDUCE_TARGET_avx2 static inline __m256 avx2_prod(__m256 x, __m256 y)
     return _mm256_mul_ps(x, y);
 }
 
-/* maxps/minps return the second operand when either is NaN, which would drop a NaN in x: blend instead. */
+/* maxps/minps return the second operand when either is NaN, which would drop a NaN in x: blend instead, on
+ * these masks of the lanes where x is the answer. */
+REDUCE_TARGET_avx2 static inline __m256 avx2_max_takes_x(__m256 x, __m256 y)
+{
+    return _mm256_or_ps(_mm256_cmp_ps(x, y, _CMP_GT_OQ), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+REDUCE_TARGET_avx2 static inline __m256 avx2_min_takes_x(__m256 x, __m256 y)
+{
+    return _mm256_or_ps(_mm256_cmp_ps(x, y, _CMP_LT_OQ), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
 REDUCE_TARGET_avx2 static inline __m256 avx2_max(__m256 x, __m256 y)
 {
-    __m256 take_x = _mm256_or_ps(_mm256_cmp_ps(x, y, _CMP_GT_OQ), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-    return _mm256_blendv_ps(y, x, take_x);
+    return _mm256_blendv_ps(y, x, avx2_max_takes_x(x, y));
 }
 
 REDUCE_TARGET_avx2 static inline __m256 avx2_min(__m256 x, __m256 y)
 {
-    __m256 take_x = _mm256_or_ps(_mm256_cmp_ps(x, y, _CMP_LT_OQ), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-    return _mm256_blendv_ps(y, x, take_x);
+    return _mm256_blendv_ps(y, x, avx2_min_takes_x(x, y));
 }
 
 /* The tail (count % 8 elements) goes through the same vector code via a padded copy, so no element is ever
@@ -449,42 +458,78 @@ REDUCE_TARGET_avx2 static void fp16_narrow_f16c(uint16_t *restrict dst, const fl
     }
 }
 
-/* bfloat16 by hand as well: gcc vectorises bf16_narrow's NaN branch and the 16 <-> 32-bit moves into a loop
- * several times slower than the one below. A bfloat16 is the top half of a float32, so widening is an
- * interleave with zeros. Interleaving within each 128-bit lane leaves elements 0-3 and 8-11 of a 16-element
- * block in lo, 4-7 and 12-15 in hi; element-wise ops do not mind the order, and packus puts it back. */
-REDUCE_TARGET_avx2 static inline void bf16_load16(const uint16_t *p, __m256 *lo_p, __m256 *hi_p)
+/* bfloat16 by hand as well: what gcc makes of the portable loop (bf16_narrow's NaN branch, 16 <-> 32-bit
+ * moves) runs two to three times slower. A bfloat16 is the top half of a float32, so a block of 16 widens to
+ * two float32 vectors in one instruction each: the even elements shifted up, the odd ones masked in place.
+ * Element-wise ops do not mind that order, and narrowing gathers the halves back into element order. */
+REDUCE_TARGET_avx2 static inline void bf16_widen16(__m256i v, __m256 *even_p, __m256 *odd_p)
 {
-    __m256i v = _mm256_loadu_si256((const __m256i *)p), zero = _mm256_setzero_si256();
-    *lo_p = _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, v));
-    *hi_p = _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, v));
+    *even_p = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+    *odd_p = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32((int)0xFFFF0000)));
 }
 
-/* bf16_narrow on 8 lanes, the result in the low 16 bits of each 32-bit lane (the high 16 are zero, so
- * packus passes it unchanged): NaNs keep their top bits and are quieted, the rest round to nearest even. */
-REDUCE_TARGET_avx2 static inline __m256i bf16_round(__m256 v)
+/* The top and the bottom halves of the 16 float32s, each in element order. */
+REDUCE_TARGET_avx2 static inline __m256i bf16_high16(__m256 even, __m256 odd)
 {
-    __m256i x = _mm256_castps_si256(v), top = _mm256_srli_epi32(x, 16);
-    __m256i even = _mm256_and_si256(top, _mm256_set1_epi32(1));
-    __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7FFF)), even), 16);
-    __m256i quiet = _mm256_or_si256(top, _mm256_set1_epi32(0x40));
-    return _mm256_blendv_epi8(rounded, quiet, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+    return _mm256_blend_epi16(_mm256_srli_epi32(_mm256_castps_si256(even), 16), _mm256_castps_si256(odd), 0xAA);
 }
 
-REDUCE_TARGET_avx2 static inline void bf16_store16(uint16_t *p, __m256 lo, __m256 hi)
+REDUCE_TARGET_avx2 static inline __m256i bf16_low16(__m256 even, __m256 odd)
 {
-    _mm256_storeu_si256((__m256i *)p, _mm256_packus_epi32(bf16_round(lo), bf16_round(hi)));
+    return _mm256_blend_epi16(_mm256_castps_si256(even), _mm256_slli_epi32(_mm256_castps_si256(odd), 16), 0xAA);
 }
 
-/* As for float16, the tail goes through the same vector code via a padded copy. */
-#define DEFINE_BF16_AVX2_LOOP(name, VOP)                                                              \
+/* Round to nearest even, 16 lanes at once: the top half goes up by one when the dropped half plus the top
+ * half's lowest bit exceeds 0x8000, tested as a signed comparison after flipping the dropped half's sign bit
+ * (the add saturates, so 0xFFFF + 1 stays above). A NaN with a zero dropped half passes unchanged. */
+REDUCE_TARGET_avx2 static inline __m256i bf16_round16(__m256i hi, __m256i lo)
+{
+    __m256i lsb = _mm256_and_si256(hi, _mm256_set1_epi16(1));
+    __m256i above = _mm256_adds_epi16(_mm256_xor_si256(lo, _mm256_set1_epi16((short)0x8000)), lsb);
+    return _mm256_sub_epi16(hi, _mm256_cmpgt_epi16(above, _mm256_setzero_si256()));
+}
+
+/* Set the quiet bit of every NaN among 16 bfloat16s (a top half above the infinity's, sign aside). */
+REDUCE_TARGET_avx2 static inline __m256i bf16_quiet16(__m256i v)
+{
+    __m256i nan = _mm256_cmpgt_epi16(_mm256_and_si256(v, _mm256_set1_epi16(0x7FFF)), _mm256_set1_epi16(0x7F80));
+    return _mm256_or_si256(v, _mm256_and_si256(nan, _mm256_set1_epi16(0x40)));
+}
+
+/* bf16_narrow of sums, products or quotients of widened bfloat16s needs no NaN test: a NaN that x86 arithmetic
+ * returns is an operand's, quieted, or the default NaN (0xFFC00000), so its bottom half is zero and rounding
+ * passes it through already quiet, as bf16_narrow would. */
+REDUCE_TARGET_avx2 static inline void bf16_store16(uint16_t *p, __m256 even, __m256 odd)
+{
+    _mm256_storeu_si256((__m256i *)p, bf16_round16(bf16_high16(even, odd), bf16_low16(even, odd)));
+}
+
+/* Each kernel is a function name##_x16 for one block of 16 and a loop around it (DEFINE_BF16_AVX2_LOOP). */
+#define DEFINE_BF16_AVX2_ARITH(name, VOP)                                                              \
     REDUCE_TARGET_avx2 static inline void name##_x16(uint16_t *d, const uint16_t *a, const uint16_t *b) \
-    {                                                                                                 \
-        __m256 alo, ahi, blo, bhi;                                                                    \
-        bf16_load16(a, &alo, &ahi);                                                                   \
-        bf16_load16(b, &blo, &bhi);                                                                   \
-        bf16_store16(d, VOP(alo, blo), VOP(ahi, bhi));                                                \
-    }                                                                                                 \
+    {                                                                                                  \
+        __m256 a_even, a_odd, b_even, b_odd;                                                           \
+        bf16_widen16(_mm256_loadu_si256((const __m256i *)a), &a_even, &a_odd);                         \
+        bf16_widen16(_mm256_loadu_si256((const __m256i *)b), &b_even, &b_odd);                         \
+        bf16_store16(d, VOP(a_even, b_even), VOP(a_odd, b_odd));                                       \
+    }
+
+/* max and min answer with one operand per element, so they choose among the bfloat16s themselves (each 32-bit
+ * lane of a mask covers an even element's 16 bits, then an odd one's) and need no rounding, only quieting. */
+#define DEFINE_BF16_AVX2_CHOICE(name, TAKES_X)                                                                  \
+    REDUCE_TARGET_avx2 static inline void name##_x16(uint16_t *d, const uint16_t *a, const uint16_t *b)        \
+    {                                                                                                         \
+        __m256i va = _mm256_loadu_si256((const __m256i *)a), vb = _mm256_loadu_si256((const __m256i *)b);     \
+        __m256 a_even, a_odd, b_even, b_odd;                                                                  \
+        bf16_widen16(va, &a_even, &a_odd);                                                                    \
+        bf16_widen16(vb, &b_even, &b_odd);                                                                    \
+        __m256i take_a = _mm256_blend_epi16(_mm256_castps_si256(TAKES_X(a_even, b_even)),                     \
+                                            _mm256_castps_si256(TAKES_X(a_odd, b_odd)), 0xAA);                \
+        _mm256_storeu_si256((__m256i *)d, bf16_quiet16(_mm256_blendv_epi8(vb, va, take_a)));                  \
+    }
+
+/* As for float16, the tail goes through the same block function via a padded copy. */
+#define DEFINE_BF16_AVX2_LOOP(name)                                                                   \
     REDUCE_TARGET_avx2 static void name##_avx2(void *dst, const void *a_v, const void *b_v, size_t n) \
     {                                                                                                 \
         uint16_t *d = dst;                                                                            \
@@ -500,16 +545,20 @@ REDUCE_TARGET_avx2 static inline void bf16_store16(uint16_t *p, __m256 lo, __m25
         }                                                                                             \
     }
 
-DEFINE_BF16_AVX2_LOOP(bf16_sum, avx2_sum)
-DEFINE_BF16_AVX2_LOOP(bf16_prod, avx2_prod)
-DEFINE_BF16_AVX2_LOOP(bf16_max, avx2_max)
-DEFINE_BF16_AVX2_LOOP(bf16_min, avx2_min)
+DEFINE_BF16_AVX2_ARITH(bf16_sum, avx2_sum)
+DEFINE_BF16_AVX2_ARITH(bf16_prod, avx2_prod)
+DEFINE_BF16_AVX2_CHOICE(bf16_max, avx2_max_takes_x)
+DEFINE_BF16_AVX2_CHOICE(bf16_min, avx2_min_takes_x)
+DEFINE_BF16_AVX2_LOOP(bf16_sum)
+DEFINE_BF16_AVX2_LOOP(bf16_prod)
+DEFINE_BF16_AVX2_LOOP(bf16_max)
+DEFINE_BF16_AVX2_LOOP(bf16_min)
 
 REDUCE_TARGET_avx2 static inline void bf16_avg_x16(uint16_t *p, __m256 div)
 {
-    __m256 lo, hi;
-    bf16_load16(p, &lo, &hi);
-    bf16_store16(p, _mm256_div_ps(lo, div), _mm256_div_ps(hi, div));
+    __m256 even, odd;
+    bf16_widen16(_mm256_loadu_si256((const __m256i *)p), &even, &odd);
+    bf16_store16(p, _mm256_div_ps(even, div), _mm256_div_ps(odd, div));
 }
 
 REDUCE_TARGET_avx2 static void bf16_avg_avx2(void *buf, size_t n, int nranks)
@@ -526,8 +575,10 @@ REDUCE_TARGET_avx2 static void bf16_avg_avx2(void *buf, size_t n, int nranks)
     }
 }
 
-/* The staging conversions keep elements in order: widen zero-extends 8 at a time (bf16_widen, NaNs quieted),
- * narrow packs 16 and undoes packus's lane interleave with one cross-lane permute. */
+/* The staging conversions: widen zero-extends 8 elements at a time, in order, quieting NaNs as bf16_widen
+ * does. Narrow splits 16 floats into the even/odd form with shufps, which instead yields elements 0-3 and
+ * 8-11 in the low lane and 4-7 and 12-15 in the high one; a cross-lane permute of the result restores the
+ * order. */
 REDUCE_TARGET_avx2 static inline __m256 bf16_widen8(const uint16_t *p)
 {
     __m256i x = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16);
@@ -535,10 +586,18 @@ REDUCE_TARGET_avx2 static inline __m256 bf16_widen8(const uint16_t *p)
     return _mm256_castsi256_ps(_mm256_or_si256(x, _mm256_and_si256(nan, _mm256_set1_epi32(0x400000))));
 }
 
-REDUCE_TARGET_avx2 static inline void bf16_narrow16(uint16_t *p, const float *src)
+REDUCE_TARGET_avx2 static inline void bf16_narrow_ordered16(uint16_t *p, const float *src)
 {
-    __m256i packed = _mm256_packus_epi32(bf16_round(_mm256_loadu_ps(src)), bf16_round(_mm256_loadu_ps(src + 8)));
-    _mm256_storeu_si256((__m256i *)p, _mm256_permute4x64_epi64(packed, _MM_SHUFFLE(3, 1, 2, 0)));
+    __m256 x = _mm256_loadu_ps(src), y = _mm256_loadu_ps(src + 8);
+    __m256 even = _mm256_shuffle_ps(x, y, _MM_SHUFFLE(2, 0, 2, 0));
+    __m256 odd = _mm256_shuffle_ps(x, y, _MM_SHUFFLE(3, 1, 3, 1));
+    /* Any float32 may arrive here, signalling NaNs whose payload lies only in the low half too: ask the FPU. */
+    __m256i nan = _mm256_blend_epi16(_mm256_castps_si256(_mm256_cmp_ps(even, even, _CMP_UNORD_Q)),
+                                     _mm256_castps_si256(_mm256_cmp_ps(odd, odd, _CMP_UNORD_Q)), 0xAA);
+    __m256i hi = bf16_high16(even, odd);
+    __m256i quiet = _mm256_or_si256(hi, _mm256_set1_epi16(0x40));
+    __m256i v = _mm256_blendv_epi8(bf16_round16(hi, bf16_low16(even, odd)), quiet, nan);
+    _mm256_storeu_si256((__m256i *)p, _mm256_permute4x64_epi64(v, _MM_SHUFFLE(3, 1, 2, 0)));
 }
 
 REDUCE_TARGET_avx2 static void bf16_widen_avx2(float *restrict dst, const uint16_t *restrict src, size_t n)
@@ -557,12 +616,12 @@ REDUCE_TARGET_avx2 static void bf16_widen_avx2(float *restrict dst, const uint16
 REDUCE_TARGET_avx2 static void bf16_narrow_avx2(uint16_t *restrict dst, const float *restrict src, size_t n)
 {
     size_t i = 0;
-    for (; i + 16 <= n; i += 16) bf16_narrow16(dst + i, src + i);
+    for (; i + 16 <= n; i += 16) bf16_narrow_ordered16(dst + i, src + i);
     if (i < n) {
         float t[16] = {0};
         uint16_t out[16];
         memcpy(t, src + i, (n - i) * sizeof(*src));
-        bf16_narrow16(out, t);
+        bf16_narrow_ordered16(out, t);
         memcpy(dst + i, out, (n - i) * sizeof(*dst));
     }
 }

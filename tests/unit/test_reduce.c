@@ -11,7 +11,8 @@
 #include "algo/reduce.h"
 #include "test.h"
 
-static const size_t counts[] = {0, 1, 7, 8, 31, 1000, 4097};
+/* Around the vector widths (8 float32s, 16 bfloat16s): all tail, whole vectors, a vector and a tail. */
+static const size_t counts[] = {0, 1, 7, 8, 15, 16, 17, 31, 1000, 4097};
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 
@@ -376,6 +377,16 @@ static void check_all_kernels(const char *isa)
         TEST_ASSERT(ok_, "[%s] %s %s %s", isa, dtype_name(dt), redop_name(op), #x ", " #y " -> " #want); \
     } while (0)
 
+#define EXPECT_FINISH(T, dt, x, nranks, want)                                                          \
+    do {                                                                                               \
+        T b_[REPEAT], w_ = (want);                                                                     \
+        int ok_ = 1;                                                                                   \
+        for (int i_ = 0; i_ < REPEAT; i_++) b_[i_] = (x);                                              \
+        reduce_finish(b_, REPEAT, dt, chorus_avg, nranks);                                             \
+        for (int i_ = 0; i_ < REPEAT; i_++) ok_ &= memcmp(&b_[i_], &w_, sizeof(T)) == 0;               \
+        TEST_ASSERT(ok_, "[%s] %s avg finish %s / %d -> %s", isa, dtype_name(dt), #x, nranks, #want); \
+    } while (0)
+
 static void check_known_answers(const char *isa)
 {
     EXPECT_OP(int8_t, chorus_int8, chorus_sum, 127, 1, -128);
@@ -427,6 +438,30 @@ static void check_known_answers(const char *isa)
     EXPECT_OP(uint16_t, chorus_bfloat16, chorus_sum, 0x3F81, 0x3B80, 0x3F82);
     EXPECT_OP(uint16_t, chorus_bfloat16, chorus_max, 0x7F81, 0x3F80, 0x7FC1);
     EXPECT_OP(uint16_t, chorus_bfloat16, chorus_prod, 0x7F7F, 0x4000, 0x7F80);
+    /* bfloat16: arithmetic quiets a signalling NaN in either operand; inf - inf is the default NaN; ties
+     * carry into the exponent and into infinity; subnormal ties round to even; a NaN second operand wins
+     * max and min. */
+    EXPECT_OP(uint16_t, chorus_bfloat16, chorus_sum, 0x7F81, 0x3F80, 0x7FC1);
+    EXPECT_OP(uint16_t, chorus_bfloat16, chorus_prod, 0x3F80, 0xFF81, 0xFFC1);
+    EXPECT_OP(uint16_t, chorus_bfloat16, chorus_sum, 0x7F80, 0xFF80, 0xFFC0);
+    EXPECT_OP(uint16_t, chorus_bfloat16, chorus_sum, 0x3FFF, 0x3B80, 0x4000);
+    EXPECT_OP(uint16_t, chorus_bfloat16, chorus_sum, 0x7F7F, 0x7B00, 0x7F80);
+    EXPECT_OP(uint16_t, chorus_bfloat16, chorus_sum, 0xFF7F, 0xFB00, 0xFF80);
+    EXPECT_OP(uint16_t, chorus_bfloat16, chorus_sum, 0x007F, 0x0001, 0x0080);
+    EXPECT_OP(uint16_t, chorus_bfloat16, chorus_prod, 0x0001, 0x3F00, 0x0000);
+    EXPECT_OP(uint16_t, chorus_bfloat16, chorus_prod, 0x0003, 0x3F00, 0x0002);
+    EXPECT_OP(uint16_t, chorus_bfloat16, chorus_prod, 0x8003, 0x3F00, 0x8002);
+    EXPECT_OP(uint16_t, chorus_bfloat16, chorus_max, 0x3F80, 0xFF81, 0xFFC1);
+    EXPECT_OP(uint16_t, chorus_bfloat16, chorus_min, 0x7F81, 0xFF80, 0x7FC1);
+    EXPECT_OP(uint16_t, chorus_bfloat16, chorus_min, 0xFF80, 0x7F80, 0xFF80);
+
+    /* avg's division: signalling NaNs come back quiet, exact halves of subnormals tie to even */
+    EXPECT_FINISH(uint16_t, chorus_bfloat16, 0xFF81, 3, 0xFFC1);
+    EXPECT_FINISH(uint16_t, chorus_bfloat16, 0x0003, 2, 0x0002);
+    EXPECT_FINISH(uint16_t, chorus_bfloat16, 0x0001, 2, 0x0000);
+    EXPECT_FINISH(uint16_t, chorus_bfloat16, 0x3F83, 2, 0x3F03);
+    EXPECT_FINISH(uint16_t, chorus_float16, 0x7C01, 3, 0x7E01);
+    EXPECT_FINISH(uint16_t, chorus_float16, 0x0003, 2, 0x0002);
 }
 
 /* ---- Conversions ---- */
@@ -514,6 +549,63 @@ static void check_rounding(const char *isa, const struct half_format *f, chorus_
     free(bulk);
 }
 
+/* The bulk conversions at every length up to a few vectors, with every edge case at every position (so in
+ * every tail: the checks above convert whole vectors only), into a misaligned dst with a guard at each end. */
+static void check_conversion_tails(const char *isa, const struct half_format *f, chorus_datatype_t dt)
+{
+    enum { MAX_N = 40, NARROW_AROUND = 10, MAX_EDGES = NARROW_AROUND * 8 + 32 };
+    const uint16_t mant = (uint16_t)((1 << f->mant_bits) - 1), one = (uint16_t)(f->inf_bits >> 1 & ~mant);
+    const uint16_t inf = f->inf_bits, quiet = (uint16_t)(1 << (f->mant_bits - 1));
+    /* narrowing: each value, its midpoint to the next (a tie) and a float ulp either side, both signs, around
+     * zero, the subnormal/normal boundary, 1.0 and the largest finite value; then the float32 specials */
+    const uint16_t around[NARROW_AROUND] = {0, 1, 2, 3, mant, (uint16_t)(mant + 1), one, (uint16_t)(one + 1),
+                                            (uint16_t)(inf - 2), (uint16_t)(inf - 1)};
+    float narrow_in[MAX_EDGES];
+    size_t n_narrow = 0;
+    for (size_t k = 0; k < NARROW_AROUND; k++) {
+        float v = (float)ref_magnitude(f, around[k]);
+        float mid = (float)((ref_magnitude(f, around[k]) + ref_magnitude(f, (uint16_t)(around[k] + 1))) / 2);
+        float vals[4] = {v, mid, nextafterf(mid, 0.0f), nextafterf(mid, INFINITY)};
+        for (int j = 0; j < 4; j++) narrow_in[n_narrow++] = vals[j], narrow_in[n_narrow++] = -vals[j];
+    }
+    for (size_t k = 0; k < sizeof(special_f32) / sizeof(special_f32[0]); k++)
+        narrow_in[n_narrow++] = float_of_bits(special_f32[k]);
+    /* widening: zeros, subnormals, the least normal, 1.0, the largest finite, infinities, NaNs of both kinds */
+    const uint16_t widen_in[] = {0x0000, 0x8000, 0x0001, (uint16_t)(0x8000 | mant), (uint16_t)(mant + 1), one,
+                                 (uint16_t)(inf - 1), inf, (uint16_t)(0x8000 | inf), (uint16_t)(inf + 1),
+                                 (uint16_t)(0x8000 | (inf + 1)), (uint16_t)(inf | quiet), 0xFFFF};
+    const size_t n_widen = sizeof(widen_in) / sizeof(widen_in[0]);
+
+    float in[MAX_N], wide[MAX_N + 2];
+    uint16_t pats[MAX_N], half[MAX_N + 2];
+    const uint32_t float_guard = 0xA5A5A5A5u;
+    const uint16_t half_guard = 0xA5A5;
+    int bad_narrow = 0, bad_widen = 0, bad_guard = 0;
+    size_t first_bad_n = 0;
+    for (size_t n = 1; n <= MAX_N; n++) {
+        for (size_t start = 0; start < n_narrow; start++) {
+            for (size_t i = 0; i < n; i++) in[i] = narrow_in[(start + i) % n_narrow];
+            for (size_t i = 0; i < n + 2; i++) half[i] = half_guard;
+            float_to_half_array(half + 1, in, n, dt);
+            for (size_t i = 0; i < n; i++)
+                if (half[i + 1] != ref_narrow(f, in[i])) bad_narrow++, first_bad_n = n;
+            if (half[0] != half_guard || half[n + 1] != half_guard) bad_guard++, first_bad_n = n;
+        }
+        for (size_t start = 0; start < n_widen; start++) {
+            for (size_t i = 0; i < n; i++) pats[i] = widen_in[(start + i) % n_widen];
+            for (size_t i = 0; i < n + 2; i++) wide[i] = float_of_bits(float_guard);
+            half_to_float_array(wide + 1, pats, n, dt);
+            for (size_t i = 0; i < n; i++)
+                if (!same_float(wide[i + 1], ref_widen(f, pats[i]))) bad_widen++, first_bad_n = n;
+            if (bits_of_float(wide[0]) != float_guard || bits_of_float(wide[n + 1]) != float_guard)
+                bad_guard++, first_bad_n = n;
+        }
+    }
+    TEST_ASSERT(bad_narrow == 0 && bad_widen == 0 && bad_guard == 0,
+                "[%s] %s bulk conversions: %d narrow, %d widen mismatches, %d writes outside dst (e.g. n=%zu)", isa,
+                dtype_name(dt), bad_narrow, bad_widen, bad_guard, first_bad_n);
+}
+
 /* ---- Names ---- */
 
 static void check_names(void)
@@ -564,6 +656,8 @@ static void check_isa(const char *isa)
     check_exhaustive(isa, &fmt_bf16, chorus_bfloat16);
     check_rounding(isa, &fmt_fp16, chorus_float16);
     check_rounding(isa, &fmt_bf16, chorus_bfloat16);
+    check_conversion_tails(isa, &fmt_fp16, chorus_float16);
+    check_conversion_tails(isa, &fmt_bf16, chorus_bfloat16);
 }
 
 int main(void)
