@@ -84,9 +84,11 @@ chorus_result_t prims_trees(prims_t *p, prims_tree_mode_t mode, const prims_tree
  *     prims_direct_begin(&slot)  write this rank's part into slot  prims_direct_publish()
  *     prims_direct_wait(peer, &theirs) for each peer whose part it needs, and read it
  * A rank must finish reading a phase's slots before it begins the next phase (begin waits, where needed,
- * until every peer has finished reading this rank's slot of two phases ago). Every published phase carries
- * the operation's fingerprint: a peer that is in a different operation (another collective, count,
- * datatype, op or root) fails the wait with CHORUS_ERR_MISMATCH naming what differs.
+ * until every peer has finished reading this rank's slot of two phases ago), and waits only for phases it
+ * has published. Every published phase carries the operation's fingerprint: a peer in a different
+ * operation (another collective, count, datatype, op or root) fails the wait with CHORUS_ERR_MISMATCH
+ * naming what differs; a peer not waited for (a broadcast's root waits for no one) is checked at the
+ * next begin, so a divergence shows at the latest in the next direct operation.
  */
 /* 0 when direct access is unavailable (ranks on several hosts, or no shared memory). */
 size_t prims_direct_bytes(const prims_t *p);

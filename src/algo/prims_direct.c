@@ -56,39 +56,53 @@ static chorus_result_t direct_wait_phase(prims_t *p, int peer, uint32_t phase)
     return res;
 }
 
-/* Name each field of the peer's fingerprint that differs from ours. */
-static chorus_result_t direct_mismatch(prims_t *p, int peer, const prims_fingerprint_t *theirs)
+/* Name each field in which the peer's fingerprint differs from this rank's (for the same phase). */
+static chorus_result_t direct_mismatch(prims_t *p, int peer, const void *mine_tag, const void *their_tag)
 {
-    const prims_fingerprint_t *mine = &p->fp;
+    prims_fingerprint_t mine, theirs;
+    memcpy(&mine, mine_tag, sizeof(mine));
+    memcpy(&theirs, their_tag, sizeof(theirs));
     char what[512];
     size_t n = 0;
 #define DIFF(cond, ...)                                                                                    \
     if ((cond) && n < sizeof(what)) n += (size_t)snprintf(what + n, sizeof(what) - n, __VA_ARGS__)
-    DIFF(mine->seq != theirs->seq, "; collective number: here #%llu, rank %d #%llu (a rank skipped or added a "
-         "collective)", (unsigned long long)mine->seq, peer, (unsigned long long)theirs->seq);
-    DIFF(mine->coll != theirs->coll, "; collective: here %s, rank %d %s", coll_name((coll_kind_t)mine->coll), peer,
-         coll_name((coll_kind_t)theirs->coll));
-    DIFF(mine->count != theirs->count, "; count: here %llu, rank %d %llu", (unsigned long long)mine->count, peer,
-         (unsigned long long)theirs->count);
-    DIFF(mine->dtype != theirs->dtype, "; datatype: here %s, rank %d %s", dtype_name((chorus_datatype_t)mine->dtype),
-         peer, dtype_name((chorus_datatype_t)theirs->dtype));
-    DIFF(mine->op != theirs->op, "; op: here %s, rank %d %s", redop_name((chorus_redop_t)mine->op), peer,
-         redop_name((chorus_redop_t)theirs->op));
-    DIFF(mine->root != theirs->root, "; root: here %d, rank %d %d", mine->root, peer, theirs->root);
+    DIFF(mine.seq != theirs.seq, "; collective number: here #%llu, rank %d #%llu (a rank skipped or added a "
+         "collective)", (unsigned long long)mine.seq, peer, (unsigned long long)theirs.seq);
+    DIFF(mine.coll != theirs.coll, "; collective: here %s, rank %d %s", coll_name((coll_kind_t)mine.coll), peer,
+         coll_name((coll_kind_t)theirs.coll));
+    DIFF(mine.count != theirs.count, "; count: here %llu, rank %d %llu", (unsigned long long)mine.count, peer,
+         (unsigned long long)theirs.count);
+    DIFF(mine.dtype != theirs.dtype, "; datatype: here %s, rank %d %s", dtype_name((chorus_datatype_t)mine.dtype),
+         peer, dtype_name((chorus_datatype_t)theirs.dtype));
+    DIFF(mine.op != theirs.op, "; op: here %s, rank %d %s", redop_name((chorus_redop_t)mine.op), peer,
+         redop_name((chorus_redop_t)theirs.op));
+    DIFF(mine.root != theirs.root, "; root: here %d, rank %d %d", mine.root, peer, theirs.root);
 #undef DIFF
-    snprintf(p->err, p->errlen, "%s #%llu: rank %d (%s) called a different operation%s: every rank must make the "
-             "same calls in the same order with the same arguments", p->op_name, (unsigned long long)p->op_seq, peer,
-             direct_host(p, peer), n ? what : "");
+    snprintf(p->err, p->errlen, "%s #%llu: rank %d (%s) called a different operation than %s #%llu here%s: every "
+             "rank must make the same calls in the same order with the same arguments", p->op_name,
+             (unsigned long long)p->op_seq, peer, direct_host(p, peer), coll_name((coll_kind_t)mine.coll),
+             (unsigned long long)mine.seq, n ? what : "");
     LOG_WARN(LOG_SUB_COLL, "%s", p->err);
     return CHORUS_ERR_MISMATCH;
+}
+
+/* The peer's tag for phase must be this rank's. */
+static chorus_result_t direct_check(prims_t *p, int peer, uint32_t phase)
+{
+    const void *mine = shm_arena_tag(p->arena, p->rank, phase), *theirs = shm_arena_tag(p->arena, peer, phase);
+    return memcmp(mine, theirs, SHM_ARENA_TAG_BYTES) == 0 ? CHORUS_SUCCESS : direct_mismatch(p, peer, mine, theirs);
 }
 
 chorus_result_t prims_direct_begin(prims_t *p, void **slot_p)
 {
     uint32_t phase = p->phase + 1;
-    /* This slot was last written two phases ago: every peer must have moved past reading it. */
-    for (int q = 0; q < p->nranks; q++)
-        if (q != p->rank) CHECK(direct_wait_phase(p, q, phase - 1));
+    /* This slot was last written two phases ago: every peer must have moved past reading it. The check
+     * also catches a divergence a phase that waited on only some peers (a broadcast's) let through. */
+    for (int q = 0; q < p->nranks; q++) {
+        if (q == p->rank) continue;
+        CHECK(direct_wait_phase(p, q, phase - 1));
+        if (p->phase != 0) CHECK(direct_check(p, q, phase - 1));
+    }
     p->phase = phase;
     p->step++;
     *slot_p = shm_arena_slot(p->arena, p->rank, phase);
@@ -100,12 +114,7 @@ void prims_direct_publish(prims_t *p) { shm_arena_publish(p->arena, p->rank, p->
 chorus_result_t prims_direct_wait(prims_t *p, int peer, const void **slot_p)
 {
     CHECK(direct_wait_phase(p, peer, p->phase));
-    const void *tag = shm_arena_tag(p->arena, peer, p->phase);
-    if (memcmp(tag, &p->fp, sizeof(p->fp)) != 0) {
-        prims_fingerprint_t theirs;
-        memcpy(&theirs, tag, sizeof(theirs));
-        return direct_mismatch(p, peer, &theirs);
-    }
+    CHECK(direct_check(p, peer, p->phase));
     *slot_p = shm_arena_slot(p->arena, peer, p->phase);
     return CHORUS_SUCCESS;
 }

@@ -6,12 +6,18 @@
 #include "algo/algo.h"
 #include "test.h"
 
-static const char *pick(const algo_config_t *cfg, coll_kind_t coll, size_t count, int nranks)
+static const char *pick_caps(const algo_config_t *cfg, coll_kind_t coll, size_t count, int nranks, int direct)
 {
     coll_args_t a = {coll, NULL, NULL, count, chorus_uint8, chorus_sum, 0};
-    algo_caps_t caps = {.nranks = nranks, .direct = 0};
+    algo_caps_t caps = {.nranks = nranks, .direct = direct};
     const algo_desc_t *d = algo_select(&a, &caps, cfg);
     return d ? d->name : "(none)";
+}
+
+/* Across hosts: no direct access. */
+static const char *pick(const algo_config_t *cfg, coll_kind_t coll, size_t count, int nranks)
+{
+    return pick_caps(cfg, coll, count, nranks, 0);
 }
 
 static int parse(const char *text, algo_config_t *cfg, char *err)
@@ -64,6 +70,30 @@ static void check_forcing(void)
     TEST_ASSERT(strcmp(pick(&cfg, COLL_ALLREDUCE, 1 << 24, 4), "dbt") == 0, "neither ring nor rhd");
 }
 
+/* Algorithms that need direct access are chosen only where the communicator has it; forcing one where
+ * it has not falls back to what is allowed and supported, then to any supported algorithm. */
+static void check_restrictions(void)
+{
+    algo_config_t cfg;
+    char err[512];
+    TEST_ASSERT(parse(NULL, &cfg, err), "empty settings: %s", err);
+    TEST_ASSERT(strcmp(pick_caps(&cfg, COLL_ALLREDUCE, 1000, 4, 1), "oneshot") == 0, "small allreduce on one host");
+    TEST_ASSERT(strcmp(pick_caps(&cfg, COLL_BARRIER, 0, 4, 1), "direct") == 0, "barrier on one host");
+    TEST_ASSERT(strcmp(pick(&cfg, COLL_BARRIER, 0, 4), "dissemination") == 0, "barrier across hosts");
+    TEST_ASSERT(parse("allreduce:oneshot", &cfg, err), "oneshot: %s", err);
+    TEST_ASSERT(strcmp(pick_caps(&cfg, COLL_ALLREDUCE, 1 << 24, 4, 1), "oneshot") == 0, "forced oneshot");
+    TEST_ASSERT(strcmp(pick(&cfg, COLL_ALLREDUCE, 1 << 24, 4), "ring") == 0, "forced oneshot across hosts: default");
+    size_t n;
+    const algo_desc_t *t = algo_registry(&n);
+    for (size_t i = 0; i < n; i++) {
+        algo_caps_t none = {.nranks = 4, .direct = 0}, all = {.nranks = 4, .direct = 1};
+        TEST_ASSERT(algo_supported(&t[i], &all), "%s %s unsupported with every capability", coll_name(t[i].coll),
+                    t[i].name);
+        TEST_ASSERT(algo_supported(&t[i], &none) == !(t[i].needs & ALGO_NEEDS_DIRECT), "%s %s restrictions",
+                    coll_name(t[i].coll), t[i].name);
+    }
+}
+
 static void check_errors(void)
 {
     algo_config_t cfg = {0};
@@ -73,7 +103,7 @@ static void check_errors(void)
     TEST_ASSERT(!parse("broadcast:rhd", &cfg, err) && strstr(err, "chain, binomial, scatter_allgather"),
                 "a name the collective lacks lists its own: %s", err);
     TEST_ASSERT(!parse("allreduz:ring", &cfg, err) && strstr(err, "allreduz"), "unknown collective: %s", err);
-    TEST_ASSERT(!parse("^dissemination", &cfg, err) && strstr(err, "barrier"), "nothing left: %s", err);
+    TEST_ASSERT(!parse("barrier:^dissemination,direct", &cfg, err) && strstr(err, "barrier"), "nothing left: %s", err);
     TEST_ASSERT(!parse("allreduce:", &cfg, err), "an empty list");
     TEST_ASSERT(cfg.allowed == 0, "a failed parse writes nothing");
 }
@@ -83,6 +113,7 @@ int main(void)
     test_set_timeout(30);
     check_defaults();
     check_forcing();
+    check_restrictions();
     check_errors();
     return test_report();
 }
