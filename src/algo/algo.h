@@ -109,6 +109,7 @@ chorus_result_t reduce_chain(prims_t *p, const coll_args_t *a);
 chorus_result_t reduce_binomial(prims_t *p, const coll_args_t *a);
 chorus_result_t reduce_rabenseifner(prims_t *p, const coll_args_t *a);
 chorus_result_t reduce_direct(prims_t *p, const coll_args_t *a);
+chorus_result_t reduce_oneshot(prims_t *p, const coll_args_t *a);
 chorus_result_t alltoall_pairwise(prims_t *p, const coll_args_t *a);
 chorus_result_t alltoall_bruck(prims_t *p, const coll_args_t *a);
 chorus_result_t alltoall_ring(prims_t *p, const coll_args_t *a);

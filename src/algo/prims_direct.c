@@ -97,7 +97,7 @@ chorus_result_t prims_direct_begin(prims_t *p, void **slot_p)
 {
     uint32_t phase = p->phase + 1;
     /* This slot was last written two phases ago: every peer must have moved past reading it. The check
-     * also catches a divergence a phase that waited on only some peers (a broadcast's) let through. */
+     * also catches a divergence that a phase waiting on only some peers (a broadcast's) let through. */
     for (int q = 0; q < p->nranks; q++) {
         if (q == p->rank) continue;
         CHECK(direct_wait_phase(p, q, phase - 1));

@@ -38,6 +38,7 @@ static const algo_desc_t algo_table[] = {
     {COLL_REDUCE, "binomial", reduce_binomial, 0},
     {COLL_REDUCE, "rabenseifner", reduce_rabenseifner, 0},
     {COLL_REDUCE, "direct", reduce_direct, ALGO_NEEDS_DIRECT},
+    {COLL_REDUCE, "oneshot", reduce_oneshot, ALGO_NEEDS_DIRECT},
     {COLL_ALLTOALL, "pairwise", alltoall_pairwise, 0},
     {COLL_ALLTOALL, "bruck", alltoall_bruck, 0},
     {COLL_ALLTOALL, "ring", alltoall_ring, 0},
@@ -50,36 +51,53 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
 #define ALGO_ALL (ALGO_COUNT == 64 ? ~0ull : (1ull << ALGO_COUNT) - 1)
 
 /* The default choice, until the tuning layer's cost model replaces it: for each collective, the first
- * rule whose bound the call's size n fits (n: the whole buffer, as in docs/algorithms.md) and whose
- * algorithm is allowed. Latency-bound sizes take the log p algorithms; the rest the bandwidth-optimal
- * ring or pipelined chain. */
+ * rule that fits the call and whose algorithm is allowed and supported. n is the whole buffer (as in
+ * docs/algorithms.md), p the number of ranks; a zero bound is no bound. The bounds come from chorus-perf
+ * runs on one host (docs/algorithms.md): the direct algorithms win inside a host up to the sizes given;
+ * across hosts, latency-bound sizes take the log p algorithms, the rest the bandwidth-optimal ring or
+ * pipelined chain. */
+#define RULE(c, n, ...) {.coll = c, .name = n, __VA_ARGS__}
 static const struct algo_rule {
     coll_kind_t coll;
-    size_t max_bytes;
     const char *name;
+    int min_ranks;
+    size_t min_bytes, max_bytes;
+    size_t max_total; /* bound on n * p */
 } algo_rules[] = {
-    {COLL_ALLREDUCE, 16 << 10, "oneshot"},
-    {COLL_ALLREDUCE, SIZE_MAX, "twoshot"},
-    {COLL_ALLREDUCE, 64 << 10, "rhd"},
-    {COLL_ALLREDUCE, SIZE_MAX, "ring"},
-    {COLL_ALLGATHER, SIZE_MAX, "direct"},
-    {COLL_ALLGATHER, 64 << 10, "bruck"},
-    {COLL_ALLGATHER, SIZE_MAX, "ring"},
-    {COLL_REDUCE_SCATTER, SIZE_MAX, "direct"},
-    {COLL_REDUCE_SCATTER, 64 << 10, "rhd"},
-    {COLL_REDUCE_SCATTER, SIZE_MAX, "ring"},
-    {COLL_BROADCAST, SIZE_MAX, "direct"},
-    {COLL_BROADCAST, 64 << 10, "binomial"},
-    {COLL_BROADCAST, SIZE_MAX, "chain"},
-    {COLL_REDUCE, SIZE_MAX, "direct"},
-    {COLL_REDUCE, 64 << 10, "binomial"},
-    {COLL_REDUCE, SIZE_MAX, "chain"},
-    {COLL_ALLTOALL, SIZE_MAX, "direct"},
-    {COLL_ALLTOALL, 16 << 10, "bruck"},
-    {COLL_ALLTOALL, SIZE_MAX, "pairwise"},
-    {COLL_BARRIER, SIZE_MAX, "direct"},
-    {COLL_BARRIER, SIZE_MAX, "dissemination"},
+    RULE(COLL_ALLREDUCE, "oneshot", .max_total = 1 << 20),
+    RULE(COLL_ALLREDUCE, "twoshot", .min_ranks = 8),
+    RULE(COLL_ALLREDUCE, "twoshot", .min_ranks = 4, .min_bytes = 4 << 20),
+    RULE(COLL_ALLREDUCE, "rhd", .max_bytes = 64 << 10),
+    RULE(COLL_ALLREDUCE, "ring"),
+    RULE(COLL_ALLGATHER, "direct", .min_ranks = 3),
+    RULE(COLL_ALLGATHER, "direct", .max_bytes = 1 << 20),
+    RULE(COLL_ALLGATHER, "bruck", .max_bytes = 64 << 10),
+    RULE(COLL_ALLGATHER, "ring"),
+    RULE(COLL_REDUCE_SCATTER, "direct"),
+    RULE(COLL_REDUCE_SCATTER, "rhd", .max_bytes = 64 << 10),
+    RULE(COLL_REDUCE_SCATTER, "ring"),
+    RULE(COLL_BROADCAST, "direct", .min_bytes = 256 << 10),
+    RULE(COLL_BROADCAST, "binomial", .max_bytes = 64 << 10),
+    RULE(COLL_BROADCAST, "chain"),
+    RULE(COLL_REDUCE, "direct", .min_ranks = 4, .min_bytes = 2 << 20),
+    RULE(COLL_REDUCE, "binomial", .max_bytes = 64 << 10),
+    RULE(COLL_REDUCE, "chain"),
+    RULE(COLL_ALLTOALL, "direct", .max_bytes = 1 << 20),
+    RULE(COLL_ALLTOALL, "bruck", .max_bytes = 16 << 10),
+    RULE(COLL_ALLTOALL, "pairwise"),
+    RULE(COLL_BARRIER, "direct"),
+    RULE(COLL_BARRIER, "dissemination"),
 };
+
+#undef RULE
+
+static int rule_fits(const struct algo_rule *r, coll_kind_t coll, size_t bytes, int nranks)
+{
+    size_t total;
+    return r->coll == coll && nranks >= r->min_ranks && bytes >= r->min_bytes &&
+           (!r->max_bytes || bytes <= r->max_bytes) &&
+           (!r->max_total || (!__builtin_mul_overflow(bytes, (size_t)nranks, &total) && total <= r->max_total));
+}
 
 static const char *const coll_names[COLL_COUNT] = {"allreduce", "allgather", "reduce_scatter", "broadcast",
                                                    "reduce",    "alltoall",  "barrier"};
@@ -233,7 +251,7 @@ const algo_desc_t *algo_select(const coll_args_t *a, const algo_caps_t *caps, co
         bytes *= (size_t)caps->nranks; /* count is per rank */
     for (size_t r = 0; r < CHORUS_ARRAY_SIZE(algo_rules); r++) {
         const algo_desc_t *d = NULL;
-        if (algo_rules[r].coll == a->coll && bytes <= algo_rules[r].max_bytes)
+        if (rule_fits(&algo_rules[r], a->coll, bytes, caps->nranks))
             d = algo_allowed(a->coll, algo_rules[r].name, caps, cfg);
         if (d) return d;
     }
