@@ -37,7 +37,8 @@ typedef chorus_result_t (*algo_run_fn)(prims_t *p, const coll_args_t *a);
 
 /* Restrictions, declared with each registry entry. */
 enum {
-    ALGO_NEEDS_DIRECT = 1u << 0 /* every rank on one host, sharing the host arena (prims_direct_bytes() > 0) */
+    ALGO_NEEDS_DIRECT = 1u << 0,     /* every rank on one host, sharing the host arena (prims_direct_bytes() > 0) */
+    ALGO_NEEDS_SINGLE_COPY = 1u << 1 /* and able to read each other's memory (prims_direct_single_copy()) */
 };
 
 typedef struct algo_desc {
@@ -50,7 +51,8 @@ typedef struct algo_desc {
 /* What a communicator offers, against which restrictions are checked. */
 typedef struct algo_caps {
     int nranks;
-    int direct; /* direct access inside the host */
+    int direct;      /* direct access inside the host */
+    int single_copy; /* single-copy reads inside the host */
 } algo_caps_t;
 
 /* CHORUS_ALGO, parsed once per communicator: the registry entries calls may use (bit i: entry i). */
@@ -97,6 +99,7 @@ chorus_result_t allgather_rd(prims_t *p, const coll_args_t *a);
 chorus_result_t allgather_bruck(prims_t *p, const coll_args_t *a);
 chorus_result_t allgather_mesh(prims_t *p, const coll_args_t *a);
 chorus_result_t allgather_direct(prims_t *p, const coll_args_t *a);
+chorus_result_t allgather_cma(prims_t *p, const coll_args_t *a);
 chorus_result_t reduce_scatter_ring(prims_t *p, const coll_args_t *a);
 chorus_result_t reduce_scatter_rhd(prims_t *p, const coll_args_t *a);
 chorus_result_t reduce_scatter_mesh(prims_t *p, const coll_args_t *a);
@@ -105,6 +108,7 @@ chorus_result_t broadcast_chain(prims_t *p, const coll_args_t *a);
 chorus_result_t broadcast_binomial(prims_t *p, const coll_args_t *a);
 chorus_result_t broadcast_scatter_allgather(prims_t *p, const coll_args_t *a);
 chorus_result_t broadcast_direct(prims_t *p, const coll_args_t *a);
+chorus_result_t broadcast_cma(prims_t *p, const coll_args_t *a);
 chorus_result_t reduce_chain(prims_t *p, const coll_args_t *a);
 chorus_result_t reduce_binomial(prims_t *p, const coll_args_t *a);
 chorus_result_t reduce_rabenseifner(prims_t *p, const coll_args_t *a);
@@ -114,6 +118,7 @@ chorus_result_t alltoall_pairwise(prims_t *p, const coll_args_t *a);
 chorus_result_t alltoall_bruck(prims_t *p, const coll_args_t *a);
 chorus_result_t alltoall_ring(prims_t *p, const coll_args_t *a);
 chorus_result_t alltoall_direct(prims_t *p, const coll_args_t *a);
+chorus_result_t alltoall_cma(prims_t *p, const coll_args_t *a);
 chorus_result_t barrier_dissemination(prims_t *p, const coll_args_t *a);
 chorus_result_t barrier_direct(prims_t *p, const coll_args_t *a);
 

@@ -99,6 +99,13 @@ chorus_result_t prims_direct_wait(prims_t *p, int peer, const void **slot_p);
  * until the next call. */
 chorus_result_t prims_direct_wait_all(prims_t *p, const void *const **slots_p);
 
+/* Single copy, inside one host: whether every rank can read every other rank's memory (process_vm_readv,
+ * where the kernel's ptrace policy allows; agreed at init). An algorithm publishes a buffer's address in
+ * its slot, and peers copy straight out of that buffer; it must keep the buffer unchanged until every
+ * reader is done (a phase the readers publish when done). */
+int prims_direct_single_copy(const prims_t *p);
+chorus_result_t prims_direct_read(prims_t *p, int peer, uint64_t addr, void *dst, size_t bytes);
+
 /* Balanced partition of count elements into nblocks: block i starts at *off_p and has *cnt_p elements
  * (the first count % nblocks blocks get one more). */
 static inline void prims_partition(size_t count, int nblocks, int i, size_t *off_p, size_t *cnt_p)

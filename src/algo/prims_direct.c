@@ -1,5 +1,6 @@
 /* The direct-access primitives (prims.h) over the host arena: phases, waits that spin and then sleep on
  * the arena's futex while still watching every connection, and fingerprint checks. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -130,4 +131,17 @@ chorus_result_t prims_direct_wait_all(prims_t *p, const void *const **slots_p)
     }
     *slots_p = slots;
     return CHORUS_SUCCESS;
+}
+
+int prims_direct_single_copy(const prims_t *p) { return p->arena && p->single_copy; }
+
+chorus_result_t prims_direct_read(prims_t *p, int peer, uint64_t addr, void *dst, size_t bytes)
+{
+    int e = shm_arena_read(p->arena, peer, addr, dst, bytes);
+    if (!e) return CHORUS_SUCCESS;
+    snprintf(p->err, p->errlen, "%s #%llu phase %u: cannot read %zu bytes of rank %d (%s): %s%s", p->op_name,
+             (unsigned long long)p->op_seq, p->phase, bytes, peer, direct_host(p, peer), strerror(e),
+             e == ESRCH ? " (the peer exited)" : "");
+    LOG_WARN(LOG_SUB_COLL, "%s", p->err);
+    return e == ESRCH ? CHORUS_ERR_REMOTE : CHORUS_ERR_SYSTEM;
 }

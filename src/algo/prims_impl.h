@@ -41,6 +41,8 @@ struct prims {
     shm_arena_t *arena;
     uint32_t phase; /* the last phase this rank began */
     const void **direct_slots; /* nranks entries, for prims_direct_wait_all */
+    int single_copy;           /* every rank can read every other's memory (process_vm_readv) */
+    uint8_t arena_probe[SHM_ARENA_TOKEN_BYTES]; /* the arena's token, read by peers to prove single copy */
     /* Scratch, grown on demand, freed with the communicator. */
     void *scratch[2];
     size_t scratch_bytes[2];

@@ -26,6 +26,7 @@ static const algo_desc_t algo_table[] = {
     {COLL_ALLGATHER, "bruck", allgather_bruck, 0},
     {COLL_ALLGATHER, "mesh", allgather_mesh, 0},
     {COLL_ALLGATHER, "direct", allgather_direct, ALGO_NEEDS_DIRECT},
+    {COLL_ALLGATHER, "cma", allgather_cma, ALGO_NEEDS_DIRECT | ALGO_NEEDS_SINGLE_COPY},
     {COLL_REDUCE_SCATTER, "ring", reduce_scatter_ring, 0},
     {COLL_REDUCE_SCATTER, "rhd", reduce_scatter_rhd, 0},
     {COLL_REDUCE_SCATTER, "mesh", reduce_scatter_mesh, 0},
@@ -34,6 +35,7 @@ static const algo_desc_t algo_table[] = {
     {COLL_BROADCAST, "binomial", broadcast_binomial, 0},
     {COLL_BROADCAST, "scatter_allgather", broadcast_scatter_allgather, 0},
     {COLL_BROADCAST, "direct", broadcast_direct, ALGO_NEEDS_DIRECT},
+    {COLL_BROADCAST, "cma", broadcast_cma, ALGO_NEEDS_DIRECT | ALGO_NEEDS_SINGLE_COPY},
     {COLL_REDUCE, "chain", reduce_chain, 0},
     {COLL_REDUCE, "binomial", reduce_binomial, 0},
     {COLL_REDUCE, "rabenseifner", reduce_rabenseifner, 0},
@@ -43,6 +45,7 @@ static const algo_desc_t algo_table[] = {
     {COLL_ALLTOALL, "bruck", alltoall_bruck, 0},
     {COLL_ALLTOALL, "ring", alltoall_ring, 0},
     {COLL_ALLTOALL, "direct", alltoall_direct, ALGO_NEEDS_DIRECT},
+    {COLL_ALLTOALL, "cma", alltoall_cma, ALGO_NEEDS_DIRECT | ALGO_NEEDS_SINGLE_COPY},
     {COLL_BARRIER, "dissemination", barrier_dissemination, 0},
     {COLL_BARRIER, "direct", barrier_direct, ALGO_NEEDS_DIRECT},
 };
@@ -229,7 +232,8 @@ int algo_config_allows(const algo_config_t *cfg, const algo_desc_t *d)
 
 int algo_supported(const algo_desc_t *d, const algo_caps_t *caps)
 {
-    return !(d->needs & ALGO_NEEDS_DIRECT) || caps->direct;
+    return (!(d->needs & ALGO_NEEDS_DIRECT) || caps->direct) &&
+           (!(d->needs & ALGO_NEEDS_SINGLE_COPY) || caps->single_copy);
 }
 
 /* The collective's algorithm called name (NULL: its first), if cfg (NULL: anything) allows it and caps

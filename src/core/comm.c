@@ -151,10 +151,49 @@ typedef struct arena_offer {
 /* A tag no collective or point-to-point message of init can carry: nothing else is in flight yet. */
 #define ARENA_SETUP_TAG 0xfffffffeu
 
+/* Every rank says yes or no; all learn whether all said yes (through rank 0). */
+static chorus_result_t comm_agree(chorus_comm_t comm, uint32_t mine, uint32_t *all_p, int *first_no_p)
+{
+    prims_t *p = &comm->prims;
+    if (comm->rank != 0) {
+        CHECK(prims_send(p, 0, &mine, sizeof(mine)));
+        return prims_recv(p, 0, all_p, sizeof(*all_p));
+    }
+    uint32_t all = mine;
+    *first_no_p = mine ? -1 : 0;
+    for (int q = 1; q < comm->nranks; q++) {
+        uint32_t ok = 0;
+        CHECK(prims_recv(p, q, &ok, sizeof(ok)));
+        if (!ok && all) *first_no_p = q;
+        all &= ok;
+    }
+    for (int q = 1; q < comm->nranks; q++) CHECK(prims_send(p, q, &all, sizeof(all)));
+    *all_p = all;
+    return CHORUS_SUCCESS;
+}
+
+/* Whether every peer's memory can be read directly (process_vm_readv), agreed by all. */
+static chorus_result_t comm_setup_single_copy(chorus_comm_t comm)
+{
+    prims_t *p = &comm->prims;
+    char why[256] = "";
+    uint32_t mine = 1, all = 0;
+    for (int q = 0; q < comm->nranks && mine; q++)
+        if (q != comm->rank) mine = (uint32_t)shm_arena_can_read(p->arena, q, why, sizeof(why));
+    int first_no = -1;
+    CHECK(comm_agree(comm, mine, &all, &first_no));
+    p->single_copy = (int)all;
+    if (!all && (!mine || comm->rank == 0))
+        LOG_INFO(LOG_SUB_SHM, "no single-copy reads between ranks (%s): the cma algorithms are off",
+                 !mine ? why : "another rank cannot read its peers");
+    return CHORUS_SUCCESS;
+}
+
 /* Agree on the host arena, when every rank is on this host: rank 0 creates it and offers its name's
- * token; every rank that wants it (CHORUS_SHM_SLOT_SIZE > 0, CHORUS_TRANSPORT not tcp) maps it and
- * answers; rank 0 unlinks it once all have answered and tells everyone whether all succeeded. Either
- * every rank uses it or none does (then the direct algorithms are simply not chosen). */
+ * token; every rank that wants it (CHORUS_SHM_SLOT_SIZE > 0, CHORUS_TRANSPORT not tcp) maps it, publishes
+ * its process id for single-copy reads, and answers; rank 0 unlinks it once all have answered. Either
+ * every rank uses it or none does (then the direct algorithms are simply not chosen); the same holds for
+ * single-copy reads, checked next. */
 static chorus_result_t comm_setup_arena(chorus_comm_t comm, const bootstrap_t *bs)
 {
     if (comm->nranks < 2 || comm->nhosts != 1) return CHORUS_SUCCESS;
@@ -170,36 +209,37 @@ static chorus_result_t comm_setup_arena(chorus_comm_t comm, const bootstrap_t *b
     if (res != CHORUS_SUCCESS) return comm_error(comm, res, "init: cannot name the host arena");
     if (comm->rank == 0) {
         offer.slot_bytes = (uint64_t)comm->params.shm_slot_size;
-        if (want && shm_arena_create(name, comm->nranks, (size_t)offer.slot_bytes, offer.token, &arena, why,
-                                     sizeof(why)) == CHORUS_SUCCESS)
-            offer.ok = 1;
-        else if (!want)
+        if (want)
+            offer.ok = shm_arena_create(name, comm->nranks, (size_t)offer.slot_bytes, offer.token, &arena, why,
+                                        sizeof(why)) == CHORUS_SUCCESS;
+        else
             snprintf(why, sizeof(why), "off on rank 0 (CHORUS_SHM_SLOT_SIZE=0 or CHORUS_TRANSPORT=tcp)");
-        uint32_t all = offer.ok;
         for (int q = 1; q < comm->nranks && res == CHORUS_SUCCESS; q++) res = prims_send(p, q, &offer, sizeof(offer));
-        for (int q = 1; q < comm->nranks && res == CHORUS_SUCCESS; q++) {
-            uint32_t ok = 0;
-            res = prims_recv(p, q, &ok, sizeof(ok));
-            if (res == CHORUS_SUCCESS && !ok && all) snprintf(why, sizeof(why), "rank %d could not map it", q);
-            all &= ok;
-        }
-        if (offer.ok) shm_arena_unlink(name); /* mapped by all by now, or never to be */
-        for (int q = 1; q < comm->nranks && res == CHORUS_SUCCESS; q++) res = prims_send(p, q, &all, sizeof(all));
-        offer.ok = all;
     } else {
-        uint32_t ok = 0;
         res = prims_recv(p, 0, &offer, sizeof(offer));
-        if (res == CHORUS_SUCCESS && offer.ok && want &&
-            shm_arena_open(name, comm->nranks, (size_t)offer.slot_bytes, offer.token, &arena, why, sizeof(why)) ==
-                CHORUS_SUCCESS)
-            ok = 1;
-        if (res == CHORUS_SUCCESS) res = prims_send(p, 0, &ok, sizeof(ok));
-        if (res == CHORUS_SUCCESS) res = prims_recv(p, 0, &offer.ok, sizeof(offer.ok));
-        if (!why[0]) snprintf(why, sizeof(why), "%s", want ? "another rank could not map it" : "off on this rank");
+        if (res == CHORUS_SUCCESS && offer.ok && want)
+            offer.ok = shm_arena_open(name, comm->nranks, (size_t)offer.slot_bytes, offer.token, &arena, why,
+                                      sizeof(why)) == CHORUS_SUCCESS;
+        else if (!want)
+            snprintf(why, sizeof(why), "off on this rank (CHORUS_SHM_SLOT_SIZE=0 or CHORUS_TRANSPORT=tcp)");
+        else if (!offer.ok)
+            snprintf(why, sizeof(why), "rank 0 could not make it");
+        offer.ok &= (uint32_t)want;
     }
-    if (res != CHORUS_SUCCESS || !offer.ok) {
+    if (arena) {
+        memcpy(p->arena_probe, offer.token, sizeof(p->arena_probe));
+        shm_arena_set_self(arena, comm->rank, p->arena_probe);
+    }
+    uint32_t all = 0;
+    int first_no = -1;
+    if (res == CHORUS_SUCCESS) res = comm_agree(comm, offer.ok, &all, &first_no);
+    if (comm->rank == 0 && arena) shm_arena_unlink(name); /* mapped by all by now, or never to be */
+    if (res == CHORUS_SUCCESS && !all && (!offer.ok || first_no > 0)) {
+        if (offer.ok) snprintf(why, sizeof(why), "rank %d could not map it", first_no);
+        LOG_INFO(LOG_SUB_SHM, "no host arena (%s): the direct algorithms are off", why);
+    }
+    if (res != CHORUS_SUCCESS || !all) {
         shm_arena_close(arena);
-        if (res == CHORUS_SUCCESS) LOG_INFO(LOG_SUB_SHM, "no host arena (%s): direct-access algorithms are off", why);
         return res;
     }
     p->direct_slots = calloc((size_t)comm->nranks, sizeof(*p->direct_slots));
@@ -209,7 +249,7 @@ static chorus_result_t comm_setup_arena(chorus_comm_t comm, const bootstrap_t *b
     }
     p->arena = arena;
     LOG_INFO(LOG_SUB_SHM, "host arena: %d ranks, slots of %zu bytes", comm->nranks, shm_arena_slot_bytes(arena));
-    return CHORUS_SUCCESS;
+    return comm_setup_single_copy(comm);
 }
 
 /* Rendezvous, mesh, and one transport connection per peer. */

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -81,6 +82,20 @@ int shmem_open(const char *name, size_t bytes, void **map_p, char *err, size_t e
         rc = shmem_map(fd, name, bytes, map_p, err, errlen);
     close(fd);
     return rc;
+}
+
+int shmem_peer_read(int pid, uint64_t addr, void *dst, size_t bytes)
+{
+    while (bytes) {
+        struct iovec local = {dst, bytes}, remote = {(void *)(uintptr_t)addr, bytes};
+        ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return n < 0 ? errno : EFAULT;
+        dst = (char *)dst + n;
+        addr += (uint64_t)n;
+        bytes -= (size_t)n;
+    }
+    return 0;
 }
 
 void shmem_futex_wait(_Atomic uint32_t *word, uint32_t expected, int timeout_ms)

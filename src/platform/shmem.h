@@ -13,6 +13,10 @@ int shmem_create(const char *name, size_t bytes, void **map_p, char *err, size_t
 /* Open and map an existing segment that must have exactly `bytes`. Returns 0, or -1 with the reason in err. */
 int shmem_open(const char *name, size_t bytes, void **map_p, char *err, size_t errlen);
 
+/* Copy bytes from another process's address space (process_vm_readv: one copy, no shared mapping).
+ * Returns 0, or the errno (EPERM where the kernel's ptrace policy forbids it, ESRCH for a gone process). */
+int shmem_peer_read(int pid, uint64_t addr, void *dst, size_t bytes);
+
 /* Futexes on 32-bit words in memory shared between processes (not FUTEX_PRIVATE). */
 /* Sleep while *word == expected, at most timeout_ms; returns early on a wake, a signal or a changed word. */
 void shmem_futex_wait(_Atomic uint32_t *word, uint32_t expected, int timeout_ms);

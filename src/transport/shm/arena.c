@@ -1,5 +1,6 @@
 #include "transport/shm/arena.h"
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +32,8 @@ typedef struct arena_line {
     _Alignas(ARENA_LINE) _Atomic uint32_t phase; /* also the futex word readers sleep on */
     _Atomic uint32_t waiters;                   /* readers asleep (or about to be) on phase */
     uint8_t tag[2][SHM_ARENA_TAG_BYTES];        /* by phase parity */
+    uint64_t pid;                               /* for single-copy reads: the process */
+    uint64_t probe;                             /* and where it keeps a copy of the token */
 } arena_line_t;
 
 struct shm_arena {
@@ -169,4 +172,29 @@ void shm_arena_sleep(shm_arena_t *arena, int rank, uint32_t phase, int timeout_m
     uint32_t cur = atomic_load(&l->phase); /* seq-cst: after the waiters increment */
     if (!phase_reached(cur, phase)) shmem_futex_wait(&l->phase, cur, timeout_ms);
     atomic_fetch_sub(&l->waiters, 1);
+}
+
+void shm_arena_set_self(shm_arena_t *arena, int rank, const uint8_t *probe)
+{
+    arena->lines[rank].pid = (uint64_t)getpid();
+    arena->lines[rank].probe = (uint64_t)(uintptr_t)probe;
+}
+
+int shm_arena_can_read(const shm_arena_t *arena, int rank, char *err, size_t errlen)
+{
+    uint8_t seen[SHM_ARENA_TOKEN_BYTES];
+    int e = shm_arena_read(arena, rank, arena->lines[rank].probe, seen, sizeof(seen));
+    if (e)
+        snprintf(err, errlen, "process_vm_readv from rank %d (pid %llu): %s%s", rank,
+                 (unsigned long long)arena->lines[rank].pid, strerror(e),
+                 e == EPERM ? " (the kernel's ptrace policy, e.g. kernel.yama.ptrace_scope, forbids it)" : "");
+    else if (memcmp(seen, arena->hdr->token, sizeof(seen)) != 0)
+        snprintf(err, errlen, "rank %d's pid %llu is another process here (separate pid namespaces)", rank,
+                 (unsigned long long)arena->lines[rank].pid);
+    return !e && memcmp(seen, arena->hdr->token, sizeof(seen)) == 0;
+}
+
+int shm_arena_read(const shm_arena_t *arena, int rank, uint64_t addr, void *dst, size_t bytes)
+{
+    return shmem_peer_read((int)arena->lines[rank].pid, addr, dst, bytes);
 }

@@ -13,6 +13,9 @@
  * writer's waiters word and sleeps on the phase word; a writer that sees waiters after publishing wakes
  * them. A seq-cst store/load pair on each side makes a lost wake-up impossible.
  *
+ * Single copy. Each rank may also publish its process id and the address of a probe in its own memory,
+ * so that peers can read its private memory directly (process_vm_readv) where the kernel allows it.
+ *
  * Set-up. One rank creates the segment (O_EXCL, 0600, its name derived from the communicator's secret)
  * with a random token in its header; the others open it and check the token they were told over their
  * authenticated connections; the creator unlinks it once everyone has mapped it.
@@ -55,5 +58,13 @@ int shm_arena_reached(const shm_arena_t *arena, int rank, uint32_t phase);
 const void *shm_arena_tag(const shm_arena_t *arena, int rank, uint32_t phase);
 /* Sleep until rank publishes phase, at most timeout_ms (it may return earlier). */
 void shm_arena_sleep(shm_arena_t *arena, int rank, uint32_t phase, int timeout_ms);
+
+/* Publish this rank's process id and the address of a probe (SHM_ARENA_TOKEN_BYTES of its memory that
+ * hold the arena's token), for single-copy reads. */
+void shm_arena_set_self(shm_arena_t *arena, int rank, const uint8_t *probe);
+/* Whether rank's memory can be read directly: its probe holds the token. err says why not. */
+int shm_arena_can_read(const shm_arena_t *arena, int rank, char *err, size_t errlen);
+/* Copy bytes at address addr of rank's memory into dst (one copy). Returns 0 or the errno. */
+int shm_arena_read(const shm_arena_t *arena, int rank, uint64_t addr, void *dst, size_t bytes);
 
 #endif

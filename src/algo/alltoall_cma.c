@@ -1,0 +1,42 @@
+/*
+ * Single-copy AllToAll, inside one host: every rank publishes the address of its send buffer; each copies
+ * its block out of every peer's buffer straight into its output (process_vm_readv), starting with its
+ * right neighbour; then it says so, and returns once every peer has read from it too. In place, the send
+ * buffer is first copied to scratch, which the peers read instead, since the output overwrites it.
+ *
+ * Steps: 2 synchronisations. Bytes per rank: (p-1)/p n read from the peers, one copy each (+ n in place).
+ * Restrictions: direct access and single-copy reads.
+ */
+#include <string.h>
+
+#include "algo/direct.h"
+#include "util/util.h"
+
+chorus_result_t alltoall_cma(prims_t *p, const coll_args_t *a)
+{
+    int rank = prims_rank(p), n = prims_nranks(p);
+    size_t bytes = a->count * dtype_size(a->dtype);
+    const char *in = a->sendbuf;
+    char *out = a->recvbuf;
+    if (in == out) {
+        void *copy;
+        CHECK(prims_scratch(p, 0, bytes * (size_t)n, &copy));
+        memcpy(copy, in, bytes * (size_t)n);
+        in = copy;
+    }
+    uint64_t *slot;
+    const void *const *slots;
+    CHECK(prims_direct_begin(p, (void **)&slot));
+    slot[0] = (uint64_t)(uintptr_t)in;
+    prims_direct_publish(p);
+    memcpy(out + (size_t)rank * bytes, in + (size_t)rank * bytes, bytes);
+    CHECK(prims_direct_wait_all(p, &slots));
+    for (int i = 1; i < n; i++) {
+        int q = (rank + i) % n;
+        CHECK(prims_direct_read(p, q, *(const uint64_t *)slots[q] + (uint64_t)rank * bytes, out + (size_t)q * bytes,
+                                bytes));
+    }
+    CHECK(prims_direct_begin(p, (void **)&slot));
+    prims_direct_publish(p);
+    return prims_direct_wait_all(p, &slots);
+}

@@ -1,0 +1,33 @@
+/*
+ * Single-copy Broadcast, inside one host: the root publishes the address of its data; every other rank
+ * copies it straight out of the root's memory into its output (process_vm_readv); then every rank says so,
+ * and the root returns once all have read.
+ *
+ * Steps: 2 synchronisations. Bytes: n read by every other rank from the root, one copy each (the arena
+ * path copies twice). Restrictions: direct access and single-copy reads.
+ */
+#include <string.h>
+
+#include "algo/direct.h"
+#include "util/util.h"
+
+chorus_result_t broadcast_cma(prims_t *p, const coll_args_t *a)
+{
+    int rank = prims_rank(p);
+    size_t bytes = a->count * dtype_size(a->dtype);
+    uint64_t *slot;
+    const void *theirs;
+    const void *const *slots;
+    CHECK(prims_direct_begin(p, (void **)&slot));
+    slot[0] = (uint64_t)(uintptr_t)a->sendbuf;
+    prims_direct_publish(p);
+    if (rank == a->root) {
+        if (a->sendbuf != a->recvbuf) memcpy(a->recvbuf, a->sendbuf, bytes);
+    } else {
+        CHECK(prims_direct_wait(p, a->root, &theirs));
+        CHECK(prims_direct_read(p, a->root, *(const uint64_t *)theirs, a->recvbuf, bytes));
+    }
+    CHECK(prims_direct_begin(p, (void **)&slot));
+    prims_direct_publish(p);
+    return prims_direct_wait_all(p, &slots);
+}
