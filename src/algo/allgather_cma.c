@@ -21,7 +21,7 @@ chorus_result_t allgather_cma(prims_t *p, const coll_args_t *a)
     const void *const *slots;
     CHECK(prims_direct_begin(p, (void **)&slot));
     slot[0] = (uint64_t)(uintptr_t)a->sendbuf;
-    prims_direct_publish(p);
+    prims_direct_publish(p, sizeof(*slot));
     if (out + (size_t)rank * bytes != a->sendbuf) memcpy(out + (size_t)rank * bytes, a->sendbuf, bytes);
     CHECK(prims_direct_wait_all(p, &slots));
     for (int i = 1; i < n; i++) {
@@ -29,6 +29,6 @@ chorus_result_t allgather_cma(prims_t *p, const coll_args_t *a)
         CHECK(prims_direct_read(p, q, *(const uint64_t *)slots[q], out + (size_t)q * bytes, bytes));
     }
     CHECK(prims_direct_begin(p, (void **)&slot));
-    prims_direct_publish(p);
+    prims_direct_publish(p, 0);
     return prims_direct_wait_all(p, &slots);
 }

@@ -23,7 +23,7 @@ chorus_result_t allgather_direct(prims_t *p, const coll_args_t *a)
         const void *const *slots;
         CHECK(prims_direct_begin(p, &slot));
         memcpy(slot, in + off * elem, bytes);
-        prims_direct_publish(p);
+        prims_direct_publish(p, bytes);
         CHECK(prims_direct_wait_all(p, &slots));
         for (int q = 0; q < n; q++) memcpy(out + ((size_t)q * a->count + off) * elem, slots[q], bytes);
     }

@@ -26,12 +26,12 @@ chorus_result_t allreduce_twoshot(prims_t *p, const coll_args_t *a)
         const void *const *slots;
         CHECK(prims_direct_begin(p, &slot));
         memcpy(slot, in + off * elem, cnt * elem);
-        prims_direct_publish(p);
+        prims_direct_publish(p, cnt * elem);
         CHECK(prims_direct_wait_all(p, &slots));
         prims_partition(cnt, n, rank, &soff, &scnt);
         CHECK(prims_direct_begin(p, &slot)); /* slots stays valid: only a wait replaces it */
         if (scnt) direct_reduce(slot, slots, n, soff * elem, scnt, &red);
-        prims_direct_publish(p);
+        prims_direct_publish(p, scnt * elem);
         CHECK(prims_direct_wait_all(p, &slots));
         for (int q = 0; q < n; q++) {
             prims_partition(cnt, n, q, &soff, &scnt);

@@ -28,7 +28,7 @@ chorus_result_t alltoall_cma(prims_t *p, const coll_args_t *a)
     const void *const *slots;
     CHECK(prims_direct_begin(p, (void **)&slot));
     slot[0] = (uint64_t)(uintptr_t)in;
-    prims_direct_publish(p);
+    prims_direct_publish(p, sizeof(*slot));
     memcpy(out + (size_t)rank * bytes, in + (size_t)rank * bytes, bytes);
     CHECK(prims_direct_wait_all(p, &slots));
     for (int i = 1; i < n; i++) {
@@ -37,6 +37,6 @@ chorus_result_t alltoall_cma(prims_t *p, const coll_args_t *a)
                                 bytes));
     }
     CHECK(prims_direct_begin(p, (void **)&slot));
-    prims_direct_publish(p);
+    prims_direct_publish(p, 0);
     return prims_direct_wait_all(p, &slots);
 }

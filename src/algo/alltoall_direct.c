@@ -24,7 +24,7 @@ chorus_result_t alltoall_direct(prims_t *p, const coll_args_t *a)
         const void *const *slots;
         CHECK(prims_direct_begin(p, (void **)&slot));
         for (int q = 0; q < n; q++) memcpy(slot + (size_t)q * piece, in + ((size_t)q * a->count + off) * elem, piece);
-        prims_direct_publish(p);
+        prims_direct_publish(p, (size_t)n * piece);
         CHECK(prims_direct_wait_all(p, &slots));
         for (int q = 0; q < n; q++)
             memcpy(out + ((size_t)q * a->count + off) * elem, (const char *)slots[q] + (size_t)rank * piece, piece);

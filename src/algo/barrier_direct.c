@@ -14,6 +14,6 @@ chorus_result_t barrier_direct(prims_t *p, const coll_args_t *a)
     void *slot;
     const void *const *slots;
     CHECK(prims_direct_begin(p, &slot));
-    prims_direct_publish(p);
+    prims_direct_publish(p, 0);
     return prims_direct_wait_all(p, &slots);
 }

@@ -20,7 +20,7 @@ chorus_result_t broadcast_cma(prims_t *p, const coll_args_t *a)
     const void *const *slots;
     CHECK(prims_direct_begin(p, (void **)&slot));
     slot[0] = (uint64_t)(uintptr_t)a->sendbuf;
-    prims_direct_publish(p);
+    prims_direct_publish(p, sizeof(*slot));
     if (rank == a->root) {
         if (a->sendbuf != a->recvbuf) memcpy(a->recvbuf, a->sendbuf, bytes);
     } else {
@@ -28,6 +28,6 @@ chorus_result_t broadcast_cma(prims_t *p, const coll_args_t *a)
         CHECK(prims_direct_read(p, a->root, *(const uint64_t *)theirs, a->recvbuf, bytes));
     }
     CHECK(prims_direct_begin(p, (void **)&slot));
-    prims_direct_publish(p);
+    prims_direct_publish(p, 0);
     return prims_direct_wait_all(p, &slots);
 }

@@ -25,7 +25,7 @@ chorus_result_t broadcast_direct(prims_t *p, const coll_args_t *a)
         const void *theirs;
         CHECK(prims_direct_begin(p, &slot));
         if (rank == a->root) memcpy(slot, in + off * elem, bytes);
-        prims_direct_publish(p);
+        prims_direct_publish(p, rank == a->root ? bytes : 0);
         if (rank == a->root) continue;
         CHECK(prims_direct_wait(p, a->root, &theirs));
         memcpy(out + off * elem, theirs, bytes);

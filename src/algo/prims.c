@@ -39,6 +39,8 @@ void prims_fini(prims_t *p)
     p->arena = NULL;
     free(p->direct_slots);
     p->direct_slots = NULL;
+    free(p->direct_seen);
+    p->direct_seen = NULL;
 }
 
 /* An exchange: the transfers of one primitive call with at most one sending and one receiving peer. */

@@ -81,7 +81,7 @@ chorus_result_t prims_trees(prims_t *p, prims_tree_mode_t mode, const prims_tree
  * Direct access, inside one host: when every rank of the communicator maps the host arena, each rank
  * owns a slot of prims_direct_bytes() bytes per phase that every other rank can read. An algorithm built
  * on it runs in phases, every rank the same phases in the same order:
- *     prims_direct_begin(&slot)  write this rank's part into slot  prims_direct_publish()
+ *     prims_direct_begin(&slot)  write this rank's part into slot  prims_direct_publish(bytes written)
  *     prims_direct_wait(peer, &theirs) for each peer whose part it needs, and read it
  * A rank must finish reading a phase's slots before it begins the next phase (begin waits, where needed,
  * until every peer has finished reading this rank's slot of two phases ago), and waits only for phases it
@@ -93,7 +93,8 @@ chorus_result_t prims_trees(prims_t *p, prims_tree_mode_t mode, const prims_tree
 /* 0 when direct access is unavailable (ranks on several hosts, or no shared memory). */
 size_t prims_direct_bytes(const prims_t *p);
 chorus_result_t prims_direct_begin(prims_t *p, void **slot_p);
-void prims_direct_publish(prims_t *p);
+/* used: how many bytes of the slot readers need this phase (small amounts travel with the phase). */
+void prims_direct_publish(prims_t *p, size_t used);
 chorus_result_t prims_direct_wait(prims_t *p, int peer, const void **slot_p);
 /* Wait for every peer (in rank order); *slots_p: the phase's slots by rank, this rank's included, valid
  * until the next call. */

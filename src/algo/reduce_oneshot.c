@@ -25,7 +25,7 @@ chorus_result_t reduce_oneshot(prims_t *p, const coll_args_t *a)
         const void *const *slots;
         CHECK(prims_direct_begin(p, &slot));
         memcpy(slot, in + off * red.elem, cnt * red.elem);
-        prims_direct_publish(p);
+        prims_direct_publish(p, cnt * red.elem);
         if (prims_rank(p) != a->root) continue;
         CHECK(prims_direct_wait_all(p, &slots));
         direct_reduce(out + off * red.elem, slots, n, 0, cnt, &red);

@@ -25,7 +25,7 @@ chorus_result_t reduce_scatter_direct(prims_t *p, const coll_args_t *a)
         const void *const *slots;
         CHECK(prims_direct_begin(p, (void **)&slot));
         for (int q = 0; q < n; q++) memcpy(slot + (size_t)q * piece, in + ((size_t)q * a->count + off) * elem, piece);
-        prims_direct_publish(p);
+        prims_direct_publish(p, (size_t)n * piece);
         CHECK(prims_direct_wait_all(p, &slots));
         direct_reduce(out + off * elem, slots, n, (size_t)rank * piece, cnt, &red);
     }

@@ -3,6 +3,7 @@
 #include "algo/algo.h"
 
 #include <ctype.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -236,29 +237,41 @@ int algo_supported(const algo_desc_t *d, const algo_caps_t *caps)
            (!(d->needs & ALGO_NEEDS_SINGLE_COPY) || caps->single_copy);
 }
 
-/* The collective's algorithm called name (NULL: its first), if cfg (NULL: anything) allows it and caps
- * supports it. */
-static const algo_desc_t *algo_allowed(coll_kind_t coll, const char *name, const algo_caps_t *caps,
-                                       const algo_config_t *cfg)
+/* The collective's first algorithm that cfg (NULL: anything) allows and caps supports. */
+static const algo_desc_t *algo_allowed(coll_kind_t coll, const algo_caps_t *caps, const algo_config_t *cfg)
 {
     for (size_t i = 0; i < ALGO_COUNT; i++)
-        if (algo_table[i].coll == coll && (!cfg || (cfg->allowed >> i & 1)) && algo_supported(&algo_table[i], caps) &&
-            (!name || strcmp(algo_table[i].name, name) == 0))
+        if (algo_table[i].coll == coll && (!cfg || (cfg->allowed >> i & 1)) && algo_supported(&algo_table[i], caps))
             return &algo_table[i];
     return NULL;
 }
 
+/* Each rule's registry entry, resolved once: selection runs on every call and compares no strings. */
+static size_t rule_entry[CHORUS_ARRAY_SIZE(algo_rules)];
+static pthread_once_t rule_entries_once = PTHREAD_ONCE_INIT;
+
+static void resolve_rule_entries(void)
+{
+    for (size_t r = 0; r < CHORUS_ARRAY_SIZE(algo_rules); r++) {
+        rule_entry[r] = ALGO_COUNT;
+        for (size_t i = 0; i < ALGO_COUNT && rule_entry[r] == ALGO_COUNT; i++)
+            if (algo_table[i].coll == algo_rules[r].coll && strcmp(algo_table[i].name, algo_rules[r].name) == 0)
+                rule_entry[r] = i;
+    }
+}
+
 const algo_desc_t *algo_select(const coll_args_t *a, const algo_caps_t *caps, const algo_config_t *cfg)
 {
+    pthread_once(&rule_entries_once, resolve_rule_entries);
     size_t bytes = a->count * dtype_size(a->dtype);
     if (a->coll == COLL_ALLGATHER || a->coll == COLL_REDUCE_SCATTER || a->coll == COLL_ALLTOALL)
         bytes *= (size_t)caps->nranks; /* count is per rank */
     for (size_t r = 0; r < CHORUS_ARRAY_SIZE(algo_rules); r++) {
-        const algo_desc_t *d = NULL;
-        if (rule_fits(&algo_rules[r], a->coll, bytes, caps->nranks))
-            d = algo_allowed(a->coll, algo_rules[r].name, caps, cfg);
-        if (d) return d;
+        size_t i = rule_entry[r];
+        if (i < ALGO_COUNT && rule_fits(&algo_rules[r], a->coll, bytes, caps->nranks) && (cfg->allowed >> i & 1) &&
+            algo_supported(&algo_table[i], caps))
+            return &algo_table[i];
     }
-    const algo_desc_t *d = algo_allowed(a->coll, NULL, caps, cfg);
-    return d ? d : algo_allowed(a->coll, NULL, caps, NULL);
+    const algo_desc_t *d = algo_allowed(a->coll, caps, cfg);
+    return d ? d : algo_allowed(a->coll, caps, NULL);
 }

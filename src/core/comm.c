@@ -243,7 +243,8 @@ static chorus_result_t comm_setup_arena(chorus_comm_t comm, const bootstrap_t *b
         return res;
     }
     p->direct_slots = calloc((size_t)comm->nranks, sizeof(*p->direct_slots));
-    if (!p->direct_slots) {
+    p->direct_seen = calloc((size_t)comm->nranks, sizeof(*p->direct_seen));
+    if (!p->direct_slots || !p->direct_seen) {
         shm_arena_close(arena);
         return comm_error(comm, CHORUS_ERR_NO_MEMORY, "init: out of memory");
     }

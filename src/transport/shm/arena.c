@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,13 +28,23 @@ typedef struct arena_hdr {
     uint8_t token[SHM_ARENA_TOKEN_BYTES];
 } arena_hdr_t;
 
+/* A phase as published, one per parity, in a cache line of its own: a reader that polls the stamp gets
+ * the tag and a small payload in the same transfer. */
+typedef struct arena_stamp {
+    _Alignas(ARENA_LINE) _Atomic uint32_t phase; /* the phase published here; written last (release) */
+    uint32_t inline_bytes;               /* payload bytes copied below, or UINT32_MAX: read the slot */
+    uint8_t tag[SHM_ARENA_TAG_BYTES];
+    uint8_t payload[SHM_ARENA_INLINE_BYTES];
+} arena_stamp_t;
+_Static_assert(offsetof(arena_stamp_t, payload) + SHM_ARENA_INLINE_BYTES <= 64, "a stamp is one cache line");
+
 /* What one rank publishes; only its owner writes it, apart from waiters. */
 typedef struct arena_line {
-    _Alignas(ARENA_LINE) _Atomic uint32_t phase; /* also the futex word readers sleep on */
+    _Alignas(ARENA_LINE) _Atomic uint32_t phase; /* the last phase published: the futex word sleepers use */
     _Atomic uint32_t waiters;                   /* readers asleep (or about to be) on phase */
-    uint8_t tag[2][SHM_ARENA_TAG_BYTES];        /* by phase parity */
     uint64_t pid;                               /* for single-copy reads: the process */
     uint64_t probe;                             /* and where it keeps a copy of the token */
+    _Alignas(ARENA_LINE) arena_stamp_t stamp[2]; /* by phase parity */
 } arena_line_t;
 
 struct shm_arena {
@@ -145,24 +156,39 @@ void *shm_arena_slot(const shm_arena_t *arena, int rank, uint32_t phase)
     return arena->slots + ((size_t)rank * 2 + (phase & 1)) * arena->slot_bytes;
 }
 
-void shm_arena_publish(shm_arena_t *arena, int rank, uint32_t phase, const void *tag)
+void shm_arena_publish(shm_arena_t *arena, int rank, uint32_t phase, const void *tag, size_t used)
 {
     arena_line_t *l = &arena->lines[rank];
-    memcpy(l->tag[phase & 1], tag, SHM_ARENA_TAG_BYTES);
+    arena_stamp_t *st = &l->stamp[phase & 1];
+    memcpy(st->tag, tag, SHM_ARENA_TAG_BYTES);
+    st->inline_bytes = UINT32_MAX;
+    if (used <= SHM_ARENA_INLINE_BYTES) {
+        memcpy(st->payload, shm_arena_slot(arena, rank, phase), used);
+        st->inline_bytes = (uint32_t)used;
+    }
+    atomic_store_explicit(&st->phase, phase, memory_order_release);
     atomic_store(&l->phase, phase); /* seq-cst: ordered before the waiters load below */
     if (atomic_load(&l->waiters)) shmem_futex_wake_all(&l->phase);
 }
 
 static int phase_reached(uint32_t cur, uint32_t phase) { return (int32_t)(cur - phase) >= 0; }
 
+/* The stamp of phase's parity holds phase exactly from its publication until rank publishes phase + 2,
+ * which it cannot do before every reader of phase has moved on (see the header). */
 int shm_arena_reached(const shm_arena_t *arena, int rank, uint32_t phase)
 {
-    return phase_reached(atomic_load_explicit(&arena->lines[rank].phase, memory_order_acquire), phase);
+    return atomic_load_explicit(&arena->lines[rank].stamp[phase & 1].phase, memory_order_acquire) == phase;
 }
 
 const void *shm_arena_tag(const shm_arena_t *arena, int rank, uint32_t phase)
 {
-    return arena->lines[rank].tag[phase & 1];
+    return arena->lines[rank].stamp[phase & 1].tag;
+}
+
+const void *shm_arena_data(const shm_arena_t *arena, int rank, uint32_t phase)
+{
+    const arena_stamp_t *st = &arena->lines[rank].stamp[phase & 1];
+    return st->inline_bytes != UINT32_MAX ? (const void *)st->payload : shm_arena_slot(arena, rank, phase);
 }
 
 void shm_arena_sleep(shm_arena_t *arena, int rank, uint32_t phase, int timeout_ms)
@@ -187,7 +213,7 @@ int shm_arena_can_read(const shm_arena_t *arena, int rank, char *err, size_t err
     if (e)
         snprintf(err, errlen, "process_vm_readv from rank %d (pid %llu): %s%s", rank,
                  (unsigned long long)arena->lines[rank].pid, strerror(e),
-                 e == EPERM ? " (the kernel's ptrace policy, e.g. kernel.yama.ptrace_scope, forbids it)" : "");
+                 e == EPERM ? " (the kernel's ptrace policy, e.g. kernel.yama.ptrace_scope, or separate pid namespaces)" : "");
     else if (memcmp(seen, arena->hdr->token, sizeof(seen)) != 0)
         snprintf(err, errlen, "rank %d's pid %llu is another process here (separate pid namespaces)", rank,
                  (unsigned long long)arena->lines[rank].pid);

@@ -9,6 +9,10 @@
  * finished reading phase k's slots, so a slot written in phase k may be written again in phase k + 2 once
  * every peer has published k + 1. Counters are 32-bit and compared modulo 2^32.
  *
+ * Each published phase has a stamp (one cache line per parity) holding the phase number, the tag and,
+ * when the phase's data is at most SHM_ARENA_INLINE_BYTES, a copy of it: a reader polling the stamp
+ * gets all three in one cache-line transfer, which is what small-message latency is made of.
+ *
  * Waiting. The phase word is also a futex: a reader that has spun long enough counts itself in the
  * writer's waiters word and sleeps on the phase word; a writer that sees waiters after publishing wakes
  * them. A seq-cst store/load pair on each side makes a lost wake-up impossible.
@@ -30,6 +34,7 @@
 
 #define SHM_ARENA_TAG_BYTES 32
 #define SHM_ARENA_TOKEN_BYTES 16
+#define SHM_ARENA_INLINE_BYTES 24
 
 typedef struct shm_arena shm_arena_t;
 
@@ -50,12 +55,15 @@ void shm_arena_close(shm_arena_t *arena);
 size_t shm_arena_slot_bytes(const shm_arena_t *arena);
 /* rank's slot for phase (one of its two, by the phase's parity). */
 void *shm_arena_slot(const shm_arena_t *arena, int rank, uint32_t phase);
-/* Make this rank's writes so far visible with phase and its tag, and wake the peers sleeping on it. */
-void shm_arena_publish(shm_arena_t *arena, int rank, uint32_t phase, const void *tag);
-/* Whether rank has published phase (or a later one). */
+/* Make this rank's writes so far visible with phase and its tag, and wake the peers sleeping on it. used:
+ * how many bytes of the slot the readers need (up to SHM_ARENA_INLINE_BYTES travel in the stamp). */
+void shm_arena_publish(shm_arena_t *arena, int rank, uint32_t phase, const void *tag, size_t used);
+/* Whether rank has published phase (or phase + 1): asked only while rank cannot be further ahead. */
 int shm_arena_reached(const shm_arena_t *arena, int rank, uint32_t phase);
-/* The tag rank published with phase; valid once reached, until rank publishes phase + 2. */
+/* The tag rank published with phase, and the phase's data (the stamp's copy, or the slot); valid once
+ * reached, until rank publishes phase + 2. */
 const void *shm_arena_tag(const shm_arena_t *arena, int rank, uint32_t phase);
+const void *shm_arena_data(const shm_arena_t *arena, int rank, uint32_t phase);
 /* Sleep until rank publishes phase, at most timeout_ms (it may return earlier). */
 void shm_arena_sleep(shm_arena_t *arena, int rank, uint32_t phase, int timeout_ms);
 
