@@ -87,6 +87,7 @@ static const struct algo_rule {
     RULE(COLL_REDUCE, "binomial", .max_bytes = 64 << 10),
     RULE(COLL_REDUCE, "chain"),
     RULE(COLL_ALLTOALL, "direct", .max_bytes = 1 << 20),
+    RULE(COLL_ALLTOALL, "cma", .min_ranks = 8, .min_bytes = 4 << 20),
     RULE(COLL_ALLTOALL, "bruck", .max_bytes = 16 << 10),
     RULE(COLL_ALLTOALL, "pairwise"),
     RULE(COLL_BARRIER, "direct"),
