@@ -13,19 +13,15 @@
 
 chorus_result_t allgather_direct(prims_t *p, const coll_args_t *a)
 {
-    int n = prims_nranks(p);
     size_t elem = dtype_size(a->dtype), per = direct_chunk_elems(p, 1, elem);
     const char *in = a->sendbuf;
     char *out = a->recvbuf;
     for (size_t off = 0; off < a->count; off += per) {
         size_t bytes = CHORUS_MIN(per, a->count - off) * elem;
-        void *slot;
         const void *const *slots;
-        CHECK(prims_direct_begin(p, &slot));
-        memcpy(slot, in + off * elem, bytes);
-        prims_direct_publish(p, bytes);
+        CHECK(direct_put(p, in + off * elem, bytes));
         CHECK(prims_direct_wait_all(p, &slots));
-        for (int q = 0; q < n; q++) memcpy(out + ((size_t)q * a->count + off) * elem, slots[q], bytes);
+        for (int q = 0; q < prims_nranks(p); q++) memcpy(out + ((size_t)q * a->count + off) * elem, slots[q], bytes);
     }
     return CHORUS_SUCCESS;
 }

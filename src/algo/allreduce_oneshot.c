@@ -13,20 +13,16 @@
 
 chorus_result_t allreduce_oneshot(prims_t *p, const coll_args_t *a)
 {
-    int n = prims_nranks(p);
     prims_reduce_t red = algo_reduction(a);
     size_t per = direct_chunk_elems(p, 1, red.elem);
     const char *in = a->sendbuf;
     char *out = a->recvbuf;
     for (size_t off = 0; off < a->count; off += per) {
         size_t cnt = CHORUS_MIN(per, a->count - off);
-        void *slot;
         const void *const *slots;
-        CHECK(prims_direct_begin(p, &slot));
-        memcpy(slot, in + off * red.elem, cnt * red.elem);
-        prims_direct_publish(p, cnt * red.elem);
+        CHECK(direct_put(p, in + off * red.elem, cnt * red.elem));
         CHECK(prims_direct_wait_all(p, &slots));
-        direct_reduce(out + off * red.elem, slots, n, 0, cnt, &red);
+        direct_reduce(out + off * red.elem, slots, prims_nranks(p), 0, cnt, &red);
     }
     return CHORUS_SUCCESS;
 }

@@ -16,15 +16,11 @@ chorus_result_t alltoall_direct(prims_t *p, const coll_args_t *a)
 {
     int rank = prims_rank(p), n = prims_nranks(p);
     size_t elem = dtype_size(a->dtype), per = direct_chunk_elems(p, n, elem);
-    const char *in = a->sendbuf;
     char *out = a->recvbuf;
     for (size_t off = 0; off < a->count; off += per) {
         size_t piece = CHORUS_MIN(per, a->count - off) * elem;
-        char *slot;
         const void *const *slots;
-        CHECK(prims_direct_begin(p, (void **)&slot));
-        for (int q = 0; q < n; q++) memcpy(slot + (size_t)q * piece, in + ((size_t)q * a->count + off) * elem, piece);
-        prims_direct_publish(p, (size_t)n * piece);
+        CHECK(direct_put_pieces(p, a->sendbuf, a->count, off, piece / elem, elem));
         CHECK(prims_direct_wait_all(p, &slots));
         for (int q = 0; q < n; q++)
             memcpy(out + ((size_t)q * a->count + off) * elem, (const char *)slots[q] + (size_t)rank * piece, piece);

@@ -21,4 +21,16 @@ static inline void direct_reduce(void *dst, const void *const *slots, int nranks
     reduce_finish(dst, count, red->dtype, red->op, nranks);
 }
 
+/* Begin a phase, copy bytes from src into this rank's slot and publish them. */
+chorus_result_t direct_put(prims_t *p, const void *src, size_t bytes);
+/* Begin a phase and publish p pieces of cnt elements: piece q is buf's block q (of block_elems elements)
+ * from element off on. */
+chorus_result_t direct_put_pieces(prims_t *p, const char *buf, size_t block_elems, size_t off, size_t cnt,
+                                  size_t elem);
+/* The reduce-scatter half of two-shot AllReduce, for a chunk of cnt elements at in: phase 1 publishes the
+ * chunk, phase 2 this rank's slice of it (prims_partition) combined from all p chunks. */
+chorus_result_t direct_reduce_scatter_chunk(prims_t *p, const char *in, size_t cnt, const prims_reduce_t *red);
+/* Wait for the phase's p slices of a chunk of cnt elements and copy them, in rank order, to out. */
+chorus_result_t direct_gather_slices(prims_t *p, char *out, size_t cnt, size_t elem);
+
 #endif

@@ -15,29 +15,14 @@
 
 chorus_result_t reduce_direct(prims_t *p, const coll_args_t *a)
 {
-    int rank = prims_rank(p), n = prims_nranks(p);
     prims_reduce_t red = algo_reduction(a);
-    size_t elem = red.elem, per = direct_chunk_elems(p, 1, elem);
+    size_t per = direct_chunk_elems(p, 1, red.elem);
     const char *in = a->sendbuf;
     char *out = a->recvbuf;
     for (size_t off = 0; off < a->count; off += per) {
-        size_t cnt = CHORUS_MIN(per, a->count - off), soff, scnt;
-        void *slot;
-        const void *const *slots;
-        CHECK(prims_direct_begin(p, &slot));
-        memcpy(slot, in + off * elem, cnt * elem);
-        prims_direct_publish(p, cnt * elem);
-        CHECK(prims_direct_wait_all(p, &slots));
-        prims_partition(cnt, n, rank, &soff, &scnt);
-        CHECK(prims_direct_begin(p, &slot)); /* slots stays valid: only a wait replaces it */
-        if (scnt) direct_reduce(slot, slots, n, soff * elem, scnt, &red);
-        prims_direct_publish(p, scnt * elem);
-        if (rank != a->root) continue;
-        CHECK(prims_direct_wait_all(p, &slots));
-        for (int q = 0; q < n; q++) {
-            prims_partition(cnt, n, q, &soff, &scnt);
-            memcpy(out + (off + soff) * elem, slots[q], scnt * elem);
-        }
+        size_t cnt = CHORUS_MIN(per, a->count - off);
+        CHECK(direct_reduce_scatter_chunk(p, in + off * red.elem, cnt, &red));
+        if (prims_rank(p) == a->root) CHECK(direct_gather_slices(p, out + off * red.elem, cnt, red.elem));
     }
     return CHORUS_SUCCESS;
 }

@@ -14,20 +14,15 @@
 
 chorus_result_t reduce_scatter_direct(prims_t *p, const coll_args_t *a)
 {
-    int rank = prims_rank(p), n = prims_nranks(p);
+    int n = prims_nranks(p);
     prims_reduce_t red = algo_reduction(a);
     size_t elem = red.elem, per = direct_chunk_elems(p, n, elem);
-    const char *in = a->sendbuf;
-    char *out = a->recvbuf;
     for (size_t off = 0; off < a->count; off += per) {
-        size_t cnt = CHORUS_MIN(per, a->count - off), piece = cnt * elem;
-        char *slot;
+        size_t cnt = CHORUS_MIN(per, a->count - off);
         const void *const *slots;
-        CHECK(prims_direct_begin(p, (void **)&slot));
-        for (int q = 0; q < n; q++) memcpy(slot + (size_t)q * piece, in + ((size_t)q * a->count + off) * elem, piece);
-        prims_direct_publish(p, (size_t)n * piece);
+        CHECK(direct_put_pieces(p, a->sendbuf, a->count, off, cnt, elem));
         CHECK(prims_direct_wait_all(p, &slots));
-        direct_reduce(out + off * elem, slots, n, (size_t)rank * piece, cnt, &red);
+        direct_reduce((char *)a->recvbuf + off * elem, slots, n, (size_t)prims_rank(p) * cnt * elem, cnt, &red);
     }
     return CHORUS_SUCCESS;
 }

@@ -1,0 +1,54 @@
+/* Steps shared by the direct-access algorithms (see direct.h). */
+#include "algo/direct.h"
+
+#include <string.h>
+
+#include "util/util.h"
+
+chorus_result_t direct_put(prims_t *p, const void *src, size_t bytes)
+{
+    void *slot;
+    CHECK(prims_direct_begin(p, &slot));
+    memcpy(slot, src, bytes);
+    prims_direct_publish(p, bytes);
+    return CHORUS_SUCCESS;
+}
+
+chorus_result_t direct_put_pieces(prims_t *p, const char *buf, size_t block_elems, size_t off, size_t cnt,
+                                  size_t elem)
+{
+    char *slot;
+    int n = prims_nranks(p);
+    size_t piece = cnt * elem;
+    CHECK(prims_direct_begin(p, (void **)&slot));
+    for (int q = 0; q < n; q++) memcpy(slot + (size_t)q * piece, buf + ((size_t)q * block_elems + off) * elem, piece);
+    prims_direct_publish(p, (size_t)n * piece);
+    return CHORUS_SUCCESS;
+}
+
+chorus_result_t direct_reduce_scatter_chunk(prims_t *p, const char *in, size_t cnt, const prims_reduce_t *red)
+{
+    int n = prims_nranks(p);
+    size_t soff, scnt;
+    void *slot;
+    const void *const *slots;
+    CHECK(direct_put(p, in, cnt * red->elem));
+    CHECK(prims_direct_wait_all(p, &slots));
+    prims_partition(cnt, n, prims_rank(p), &soff, &scnt);
+    CHECK(prims_direct_begin(p, &slot)); /* slots stays valid: only a wait replaces it */
+    if (scnt) direct_reduce(slot, slots, n, soff * red->elem, scnt, red);
+    prims_direct_publish(p, scnt * red->elem);
+    return CHORUS_SUCCESS;
+}
+
+chorus_result_t direct_gather_slices(prims_t *p, char *out, size_t cnt, size_t elem)
+{
+    const void *const *slots;
+    CHECK(prims_direct_wait_all(p, &slots));
+    for (int q = 0; q < prims_nranks(p); q++) {
+        size_t soff, scnt;
+        prims_partition(cnt, prims_nranks(p), q, &soff, &scnt);
+        memcpy(out + soff * elem, slots[q], scnt * elem);
+    }
+    return CHORUS_SUCCESS;
+}
