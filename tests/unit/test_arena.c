@@ -1,0 +1,125 @@
+/* The host arena (src/transport/shm/arena.c) between real processes: set-up and its refusals, phases with
+ * their tags, stamped small payloads and slots, a sleeper woken by a publication in another process,
+ * single-copy reads, and nothing left in /dev/shm. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "test.h"
+#include "transport/shm/arena.h"
+
+#define NRANKS 3
+#define SLOT 5000 /* rounded up to whole pages */
+
+static int name_exists(const char *name)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "/dev/shm%s", name);
+    return access(path, F_OK) == 0;
+}
+
+static void tag_of(uint8_t tag[SHM_ARENA_TAG_BYTES], int v) { memset(tag, v, SHM_ARENA_TAG_BYTES); }
+
+/* Refusals: a wrong token, another geometry, a name that does not exist, a name already taken. */
+static void check_refusals(const char *name, const uint8_t token[SHM_ARENA_TOKEN_BYTES])
+{
+    char err[256];
+    shm_arena_t *a = NULL;
+    uint8_t bad[SHM_ARENA_TOKEN_BYTES], t2[SHM_ARENA_TOKEN_BYTES];
+    memcpy(bad, token, sizeof(bad));
+    bad[0] ^= 1;
+    TEST_ASSERT(shm_arena_open(name, NRANKS, SLOT, bad, &a, err, sizeof(err)) == CHORUS_ERR_NOT_SUPPORTED &&
+                    strstr(err, "token"), "a wrong token is refused: %s", err);
+    TEST_ASSERT(shm_arena_open(name, NRANKS + 1, SLOT, token, &a, err, sizeof(err)) == CHORUS_ERR_NOT_SUPPORTED,
+                "another rank count is refused: %s", err);
+    TEST_ASSERT(shm_arena_open("/chorus-test-arena-none", NRANKS, SLOT, token, &a, err, sizeof(err)) ==
+                    CHORUS_ERR_NOT_SUPPORTED && strstr(err, "cannot open"), "a missing arena: %s", err);
+    TEST_ASSERT(shm_arena_create(name, NRANKS, SLOT, t2, &a, err, sizeof(err)) == CHORUS_ERR_NOT_SUPPORTED &&
+                    strstr(err, "already exists"), "a taken name: %s", err);
+}
+
+/* Rank r of a child process: open, publish phase 1 with a payload, read every peer's, then sleep until
+ * rank 0 publishes phase 2 (which it does a while later) and check its slot. Exit status: failures. */
+static int child(const char *name, const uint8_t token[SHM_ARENA_TOKEN_BYTES], int r)
+{
+    char err[256];
+    shm_arena_t *a = NULL;
+    if (shm_arena_open(name, NRANKS, SLOT, token, &a, err, sizeof(err)) != CHORUS_SUCCESS) return 100;
+    int bad = 0;
+    uint8_t tag[SHM_ARENA_TAG_BYTES], probe[SHM_ARENA_TOKEN_BYTES];
+    memcpy(probe, token, sizeof(probe));
+    shm_arena_set_self(a, r, probe);
+    char *slot = shm_arena_slot(a, r, 1);
+    snprintf(slot, 16, "rank %d", r);
+    tag_of(tag, 7);
+    shm_arena_publish(a, r, 1, tag, 16);
+    for (int q = 0; q < NRANKS; q++) {
+        while (!shm_arena_reached(a, q, 1)) shm_arena_sleep(a, q, 1, 1000);
+        char want[16];
+        snprintf(want, sizeof(want), "rank %d", q);
+        bad += strcmp(shm_arena_data(a, q, 1), want) != 0;
+        bad += memcmp(shm_arena_tag(a, q, 1), tag, sizeof(tag)) != 0;
+        bad += q != r && !shm_arena_can_read(a, q, err, sizeof(err));
+    }
+    tag_of(tag, 9);
+    shm_arena_publish(a, r, 2, tag, 0);
+    if (!shm_arena_reached(a, 0, 2)) shm_arena_sleep(a, 0, 2, 20000); /* one sleep: a lost wake-up fails */
+    bad += !shm_arena_reached(a, 0, 2);
+    const char *big = shm_arena_data(a, 0, 2);
+    for (int i = 0; i < SLOT; i++) bad += big[i] != (char)(i % 251);
+    shm_arena_close(a);
+    return bad;
+}
+
+int main(void)
+{
+    test_set_timeout(60);
+    char name[64], err[256];
+    snprintf(name, sizeof(name), "/chorus-test-arena-%d", (int)getpid());
+    uint8_t token[SHM_ARENA_TOKEN_BYTES], tag[SHM_ARENA_TAG_BYTES];
+    shm_arena_t *a = NULL;
+    TEST_ASSERT(shm_arena_create(name, NRANKS, SLOT, token, &a, err, sizeof(err)) == CHORUS_SUCCESS, "create: %s",
+                err);
+    if (!a) return test_report();
+    TEST_ASSERT(shm_arena_slot_bytes(a) >= SLOT && shm_arena_slot_bytes(a) % 4096 == 0, "slot rounded to pages");
+    check_refusals(name, token);
+    pid_t kids[NRANKS];
+    for (int r = 1; r < NRANKS; r++)
+        if ((kids[r] = fork()) == 0) _exit(child(name, token, r));
+    /* Rank 0, in this process. */
+    uint8_t probe[SHM_ARENA_TOKEN_BYTES];
+    memcpy(probe, token, sizeof(probe));
+    shm_arena_set_self(a, 0, probe);
+    strcpy(shm_arena_slot(a, 0, 1), "rank 0");
+    tag_of(tag, 7);
+    shm_arena_publish(a, 0, 1, tag, 16);
+    for (int q = 1; q < NRANKS; q++) {
+        while (!shm_arena_reached(a, q, 2)) shm_arena_sleep(a, q, 2, 1000);
+        TEST_ASSERT(shm_arena_can_read(a, q, err, sizeof(err)), "single-copy read of rank %d: %s", q, err);
+        uint8_t seen[SHM_ARENA_TAG_BYTES];
+        tag_of(seen, 9);
+        TEST_ASSERT(memcmp(shm_arena_tag(a, q, 2), seen, sizeof(seen)) == 0, "rank %d's phase-2 tag", q);
+    }
+    shm_arena_unlink(name); /* everyone has mapped it */
+    TEST_ASSERT(!name_exists(name), "the arena is unlinked");
+    /* The children sleep on phase 2 now: a publication far larger than a stamp must wake them. */
+    struct timespec pause = {0, 50 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    char *slot = shm_arena_slot(a, 0, 2);
+    for (int i = 0; i < SLOT; i++) slot[i] = (char)(i % 251);
+    tag_of(tag, 9);
+    shm_arena_publish(a, 0, 2, tag, SLOT);
+    for (int r = 1; r < NRANKS; r++) {
+        int status = 0;
+        waitpid(kids[r], &status, 0);
+        TEST_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank %d: status %#x (failures or 100: no open)",
+                    r, status);
+    }
+    TEST_ASSERT(shm_arena_read(a, 0, (uint64_t)(uintptr_t)probe, tag, 4) == 0, "a rank reads itself");
+    TEST_ASSERT(shm_arena_read(a, 1, (uint64_t)(uintptr_t)probe, tag, 4) == ESRCH, "a gone rank: ESRCH");
+    shm_arena_close(a);
+    return test_report();
+}
