@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "algo/algo.h"
 #include "algo/prims_impl.h"
 #include "util/log.h"
 #include "util/util.h"
@@ -66,9 +67,44 @@ typedef struct exch {
 
 static const char *prims_host(const prims_t *p, int peer) { return p->hosts ? p->hosts[peer] : "?"; }
 
+static const char *fp_kind(uint32_t coll) { return coll == COLL_COUNT ? "send/recv" : coll_name((coll_kind_t)coll); }
+
+chorus_result_t prims_fail_mismatch(prims_t *p, int peer, const prims_fingerprint_t *mine,
+                                    const prims_fingerprint_t *theirs)
+{
+    char what[512];
+    size_t n = 0;
+#define DIFF(cond, ...)                                                                                    \
+    if ((cond) && n < sizeof(what)) n += (size_t)snprintf(what + n, sizeof(what) - n, __VA_ARGS__)
+    DIFF(mine->seq != theirs->seq, "; call number: here #%llu, rank %d #%llu (a rank skipped or added a call)",
+         (unsigned long long)mine->seq, peer, (unsigned long long)theirs->seq);
+    DIFF(mine->coll != theirs->coll, "; collective: here %s, rank %d %s", fp_kind(mine->coll), peer,
+         fp_kind(theirs->coll));
+    DIFF(mine->count != theirs->count, "; count: here %llu, rank %d %llu", (unsigned long long)mine->count, peer,
+         (unsigned long long)theirs->count);
+    DIFF(mine->dtype != theirs->dtype, "; datatype: here %s, rank %d %s", dtype_name((chorus_datatype_t)mine->dtype),
+         peer, dtype_name((chorus_datatype_t)theirs->dtype));
+    DIFF(mine->op != theirs->op, "; op: here %s, rank %d %s", redop_name((chorus_redop_t)mine->op), peer,
+         redop_name((chorus_redop_t)theirs->op));
+    DIFF(mine->root != theirs->root, "; root: here %d, rank %d %d", mine->root, peer, theirs->root);
+#undef DIFF
+    snprintf(p->err, p->errlen, "%s #%llu: rank %d (%s) called a different operation than %s #%llu here%s: every "
+             "rank must make the same calls in the same order with the same arguments", p->op_name,
+             (unsigned long long)p->op_seq, peer, prims_host(p, peer), fp_kind(mine->coll),
+             (unsigned long long)mine->seq, n ? what : "");
+    LOG_WARN(LOG_SUB_COLL, "%s", p->err);
+    return CHORUS_ERR_MISMATCH;
+}
+
 /* Describe a failed transfer from `peer` in the communicator's error buffer. */
 static chorus_result_t prims_fail_xfer(prims_t *p, int peer, const transport_xfer_t *x, int sending)
 {
+    if (x->err == CHORUS_ERR_MISMATCH && memcmp(x->check, x->peer_check, sizeof(x->check)) != 0) {
+        prims_fingerprint_t mine, theirs;
+        memcpy(&mine, x->check, sizeof(mine));
+        memcpy(&theirs, x->peer_check, sizeof(theirs));
+        return prims_fail_mismatch(p, peer, &mine, &theirs);
+    }
     if (x->err == CHORUS_ERR_MISMATCH) {
         snprintf(p->err, p->errlen,
                  "%s #%llu: rank %d (%s) sent a message of %llu bytes with tag %#x where %zu bytes with tag %#x "
@@ -197,20 +233,21 @@ static chorus_result_t exch_run(exch_t *e)
     return res;
 }
 
-static void xfer_init(transport_xfer_t *x, const void *buf, size_t len, uint32_t tag)
+static void xfer_init(transport_xfer_t *x, const void *buf, size_t len, const prims_t *p)
 {
     memset(x, 0, sizeof(*x));
     x->buf = (void *)buf;
     x->len = len;
-    x->tag = tag;
+    x->tag = p->tag;
+    memcpy(x->check, &p->fp, sizeof(x->check));
 }
 
 chorus_result_t prims_sendrecv(prims_t *p, int send_peer, const void *sbuf, size_t sbytes, int recv_peer, void *rbuf,
                                size_t rbytes)
 {
     transport_xfer_t s, r;
-    xfer_init(&s, sbuf, sbytes, p->tag);
-    xfer_init(&r, rbuf, rbytes, p->tag);
+    xfer_init(&s, sbuf, sbytes, p);
+    xfer_init(&r, rbuf, rbytes, p);
     exch_t e = {.p = p, .send_peer = send_peer, .recv_peer = recv_peer, .sends = &s, .recvs = &r,
                 .nsends = send_peer >= 0, .nrecvs = recv_peer >= 0, .sends_ready = send_peer >= 0};
     return exch_run(&e);
@@ -232,8 +269,8 @@ chorus_result_t prims_sendrecv_reduce(prims_t *p, int send_peer, const void *sbu
     void *tmp;
     CHECK(prims_scratch(p, 0, rbytes ? rbytes : 1, &tmp));
     transport_xfer_t s, r;
-    xfer_init(&s, sbuf, sbytes, p->tag);
-    xfer_init(&r, tmp, rbytes, p->tag);
+    xfer_init(&s, sbuf, sbytes, p);
+    xfer_init(&r, tmp, rbytes, p);
     exch_t e = {.p = p, .send_peer = send_peer, .recv_peer = recv_peer, .sends = &s, .recvs = &r,
                 .nsends = send_peer >= 0, .nrecvs = 1, .sends_ready = send_peer >= 0, .red = red, .local = local,
                 .dst = dst};
@@ -280,8 +317,8 @@ static chorus_result_t chain_run(prims_t *p, int recv_peer, int send_peer, const
     for (int i = 0; i < n; i++) {
         size_t off, len;
         chain_layout(p, bytes, elem, i, &off, &len);
-        xfer_init(&xs[i], sbuf + off, len, p->tag);
-        xfer_init(&xs[n + i], rbuf + off, len, p->tag);
+        xfer_init(&xs[i], sbuf + off, len, p);
+        xfer_init(&xs[n + i], rbuf + off, len, p);
     }
     e->p = p;
     e->send_peer = send_peer;
@@ -399,7 +436,7 @@ static void trees_add(trees_op_t *op, int peer, int send, int up, int tree, int 
         return;
     }
     tree_msg_t *m = &op->msgs[op->nmsgs];
-    xfer_init(&m->x, buf, len, op->p->tag);
+    xfer_init(&m->x, buf, len, op->p);
     m->tree = tree;
     m->chunk = chunk;
     m->child = child;

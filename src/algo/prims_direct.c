@@ -62,34 +62,12 @@ static chorus_result_t direct_wait_phase(prims_t *p, int peer, uint32_t phase)
     return res;
 }
 
-/* Name each field in which the peer's fingerprint differs from this rank's (for the same phase). */
 static chorus_result_t direct_mismatch(prims_t *p, int peer, const void *mine_tag, const void *their_tag)
 {
     prims_fingerprint_t mine, theirs;
     memcpy(&mine, mine_tag, sizeof(mine));
     memcpy(&theirs, their_tag, sizeof(theirs));
-    char what[512];
-    size_t n = 0;
-#define DIFF(cond, ...)                                                                                    \
-    if ((cond) && n < sizeof(what)) n += (size_t)snprintf(what + n, sizeof(what) - n, __VA_ARGS__)
-    DIFF(mine.seq != theirs.seq, "; collective number: here #%llu, rank %d #%llu (a rank skipped or added a "
-         "collective)", (unsigned long long)mine.seq, peer, (unsigned long long)theirs.seq);
-    DIFF(mine.coll != theirs.coll, "; collective: here %s, rank %d %s", coll_name((coll_kind_t)mine.coll), peer,
-         coll_name((coll_kind_t)theirs.coll));
-    DIFF(mine.count != theirs.count, "; count: here %llu, rank %d %llu", (unsigned long long)mine.count, peer,
-         (unsigned long long)theirs.count);
-    DIFF(mine.dtype != theirs.dtype, "; datatype: here %s, rank %d %s", dtype_name((chorus_datatype_t)mine.dtype),
-         peer, dtype_name((chorus_datatype_t)theirs.dtype));
-    DIFF(mine.op != theirs.op, "; op: here %s, rank %d %s", redop_name((chorus_redop_t)mine.op), peer,
-         redop_name((chorus_redop_t)theirs.op));
-    DIFF(mine.root != theirs.root, "; root: here %d, rank %d %d", mine.root, peer, theirs.root);
-#undef DIFF
-    snprintf(p->err, p->errlen, "%s #%llu: rank %d (%s) called a different operation than %s #%llu here%s: every "
-             "rank must make the same calls in the same order with the same arguments", p->op_name,
-             (unsigned long long)p->op_seq, peer, direct_host(p, peer), coll_name((coll_kind_t)mine.coll),
-             (unsigned long long)mine.seq, n ? what : "");
-    LOG_WARN(LOG_SUB_COLL, "%s", p->err);
-    return CHORUS_ERR_MISMATCH;
+    return prims_fail_mismatch(p, peer, &mine, &theirs);
 }
 
 /* The peer's tag for phase must be this rank's. */

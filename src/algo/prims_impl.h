@@ -13,7 +13,7 @@
 
 /* What every rank must agree an operation is; published with each direct phase and compared. */
 typedef struct prims_fingerprint {
-    uint32_t coll; /* coll_kind_t */
+    uint32_t coll; /* coll_kind_t; COLL_COUNT for point to point */
     uint32_t dtype;
     uint32_t op;
     int32_t root;
@@ -21,6 +21,7 @@ typedef struct prims_fingerprint {
     uint64_t seq;
 } prims_fingerprint_t;
 _Static_assert(sizeof(prims_fingerprint_t) == SHM_ARENA_TAG_BYTES, "a fingerprint is an arena tag");
+_Static_assert(sizeof(prims_fingerprint_t) == TRANSPORT_CHECK_BYTES, "a fingerprint is a frame's check bytes");
 
 struct prims {
     int rank;
@@ -53,5 +54,9 @@ struct prims {
 };
 
 void prims_fini(prims_t *p);
+/* A peer's fingerprint differs from this rank's: describe every field that differs (and both values) in
+ * the error buffer, log it, and return CHORUS_ERR_MISMATCH. */
+chorus_result_t prims_fail_mismatch(prims_t *p, int peer, const prims_fingerprint_t *mine,
+                                    const prims_fingerprint_t *theirs);
 
 #endif

@@ -296,6 +296,7 @@ static chorus_result_t p2p_run(chorus_comm_t comm, const char *name, int send, v
     uint32_t *seq = send ? &comm->send_seq[peer] : &comm->recv_seq[peer];
     int64_t start = coll_begin(comm, name, *seq & TAG_SEQ_MASK, *seq);
     recorder_begin(&comm->rec, start, send ? REC_SEND : REC_RECV, *seq, count, datatype, chorus_sum, peer);
+    comm->prims.fp = (prims_fingerprint_t){.coll = COLL_COUNT, .dtype = datatype, .count = count, .seq = *seq};
     (*seq)++;
     chorus_result_t res = send ? prims_send(&comm->prims, peer, buf, bytes) : prims_recv(&comm->prims, peer, buf, bytes);
     recorder_end(&comm->rec, res, comm->prims.step, comm->prims.waiting_on);

@@ -199,6 +199,7 @@ static chorus_result_t comm_setup_arena(chorus_comm_t comm, const bootstrap_t *b
     if (comm->nranks < 2 || comm->nhosts != 1) return CHORUS_SUCCESS;
     prims_t *p = &comm->prims;
     p->tag = ARENA_SETUP_TAG;
+    p->fp = (prims_fingerprint_t){0};
     p->op_name = "init (host arena)";
     p->deadline_ns = time_deadline_ms(comm->params.connect_timeout);
     int want = comm->params.shm_slot_size > 0 && strcmp(comm->params.transport, "tcp") != 0;

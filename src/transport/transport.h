@@ -7,8 +7,10 @@
  * never calls up.
  *
  * Messages. A transfer is one message: the sender's bytes arrive in the receiver's buffer in one piece,
- * preceded on the wire by a small frame header (length and a 32-bit tag) so that a receiver whose posted
- * length or tag differs from what arrives fails with CHORUS_ERR_MISMATCH instead of reading garbage.
+ * preceded on the wire by a small frame header (length, a 32-bit tag and TRANSPORT_CHECK_BYTES of check
+ * bytes the caller sets, opaque to the transport) so that a receiver whose posted length, tag or check
+ * bytes differ from what arrives fails with CHORUS_ERR_MISMATCH, told what the sender's frame said,
+ * instead of reading garbage.
  *
  * Ordering. Per connection and direction, messages are matched and complete in the order posted.
  *
@@ -27,17 +29,21 @@
 
 typedef enum { XFER_PENDING = 0, XFER_DONE = 1, XFER_FAILED = 2 } xfer_state_t;
 
+#define TRANSPORT_CHECK_BYTES 32
+
 typedef struct transport_xfer {
     /* Set by the caller before posting. */
     void *buf;
     size_t len;
     uint32_t tag;
+    uint8_t check[TRANSPORT_CHECK_BYTES]; /* both sides must post the same (the layer above's fingerprint) */
     /* Written by the transport. */
     size_t done;        /* bytes moved so far; for a receive, buf[0, done) holds final data */
     xfer_state_t state;
     chorus_result_t err;  /* when FAILED: REMOTE (peer closed or reset), MISMATCH, SYSTEM */
     uint64_t peer_len;    /* when MISMATCH: what the sender's header announced */
     uint32_t peer_tag;
+    uint8_t peer_check[TRANSPORT_CHECK_BYTES];
     int sys_errno;        /* when REMOTE or SYSTEM: the errno seen, 0 for an orderly close */
     struct transport_xfer *next; /* queue link, owned by the transport while posted */
 } transport_xfer_t;

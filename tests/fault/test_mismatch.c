@@ -1,41 +1,68 @@
 /*
- * Ranks that disagree on a collective: rank 1 changes one argument of the third call (mode: count,
- * dtype, op, coll, root). Every rank must fail with CHORUS_ERR_MISMATCH, by that call or the next one,
- * and its error must name the field that differs and a rank that disagrees (rank 1, or for rank 1 any
- * other). On one host this goes through the direct algorithms' fingerprints.
- * Each rank prints "rank R: ok" or what went wrong.
+ * Ranks that disagree on a collective: rank 1 changes one argument of the third call (mode: count, dtype,
+ * op, coll, root), or swaps the third and fourth calls (order).
+ *   strict (the direct algorithms, where every rank sees every fingerprint): every rank fails the third or
+ *     fourth call with CHORUS_ERR_MISMATCH naming the field that differs and a rank that disagrees.
+ *   otherwise (message-passing algorithms): a rank that received from the odd rank fails with MISMATCH
+ *     naming a field and a rank, or with CHORUS_ERR_REMOTE where a peer that found it gave up first; a rank
+ *     that only sent to it may finish every call (its own data is right: what it received came from ranks
+ *     that agree with it); at least one rank names a field.
+ * Buffers end where an inaccessible page begins, so a write past them (a peer's larger count landing
+ * here) kills the rank instead of passing unseen.
+ * Each rank prints "rank R: ok" or what went wrong, and whether it named the field (run_mismatch.sh
+ * checks that one did).
+ * usage: test_mismatch MODE [strict]
  */
 #include <chorus/chorus.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define COUNT 8
+#define BIG (COUNT + 4)
 
-static int rank;
+static int rank, nranks;
 static chorus_comm_t comm;
-static float buf[COUNT * 16];
+static float *buf; /* BIG * nranks floats, ending at a guard page */
 
-static chorus_result_t call(const char *mode, int diverge)
+/* Room for `floats` floats, ending exactly where a PROT_NONE page begins. */
+static float *guarded(size_t floats)
 {
-    int odd = diverge && rank == 1;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), bytes = floats * sizeof(float);
+    size_t span = (bytes + page - 1) / page * page;
+    char *m = mmap(NULL, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED || mprotect(m + span, page, PROT_NONE) != 0) return NULL;
+    return (float *)(m + span - bytes);
+}
+
+static chorus_result_t call(const char *mode, int i)
+{
+    int odd = rank == 1 && i == 2;
+    if (strcmp(mode, "order") == 0 && rank == 1 && (i == 2 || i == 3)) i = 5 - i; /* swap calls 2 and 3 */
+    if (strcmp(mode, "order") == 0)
+        return i == 3 ? chorus_allgather(buf + rank * COUNT, buf, COUNT, chorus_float32, comm, NULL)
+                      : chorus_allreduce(buf, buf, COUNT, chorus_float32, chorus_sum, comm, NULL);
     if (strcmp(mode, "count") == 0)
-        return chorus_allreduce(buf, buf, odd ? COUNT + 4 : COUNT, chorus_float32, chorus_sum, comm, NULL);
+        return chorus_allreduce(buf, buf, odd ? BIG : COUNT, chorus_float32, chorus_sum, comm, NULL);
     if (strcmp(mode, "dtype") == 0)
         return chorus_allreduce(buf, buf, COUNT, odd ? chorus_int32 : chorus_float32, chorus_sum, comm, NULL);
     if (strcmp(mode, "op") == 0)
         return chorus_allreduce(buf, buf, COUNT, chorus_float32, odd ? chorus_max : chorus_sum, comm, NULL);
     if (strcmp(mode, "coll") == 0)
-        return odd ? chorus_allgather(buf, buf + COUNT, COUNT, chorus_float32, comm, NULL)
+        return odd ? chorus_allgather(buf + rank * COUNT, buf, COUNT, chorus_float32, comm, NULL)
                    : chorus_allreduce(buf, buf, COUNT, chorus_float32, chorus_sum, comm, NULL);
     return chorus_broadcast(buf, buf, COUNT, chorus_float32, odd ? 1 : 0, comm, NULL); /* root */
 }
 
 int main(int argc, char **argv)
 {
-    static const struct { const char *mode, *field; } fields[] = {
-        {"count", "count: here "}, {"dtype", "datatype: here "}, {"op", "op: here "},
-        {"coll", "collective: here "}, {"root", "root: here "}};
+    static const struct {
+        const char *mode, *field;
+    } fields[] = {{"count", "count: here "}, {"dtype", "datatype: here "}, {"op", "op: here "},
+                  {"coll", "collective: here "}, {"root", "root: here "}, {"order", "collective: here "}};
     const char *mode = argc > 1 ? argv[1] : "count", *field = NULL;
+    int strict = argc > 2 && strcmp(argv[2], "strict") == 0;
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
         if (strcmp(fields[i].mode, mode) == 0) field = fields[i].field;
     if (!field || chorus_comm_init_from_env(&comm) != CHORUS_SUCCESS) {
@@ -43,19 +70,27 @@ int main(int argc, char **argv)
         return 1;
     }
     chorus_comm_rank(comm, &rank);
+    chorus_comm_size(comm, &nranks);
+    buf = guarded((size_t)BIG * (size_t)nranks);
+    if (!buf) return printf("FAIL: no guarded buffer\n"), 1;
     chorus_result_t r = CHORUS_SUCCESS;
     int i;
-    for (i = 0; i < 5 && r == CHORUS_SUCCESS; i++) r = call(mode, i == 2);
+    for (i = 0; i < 6 && r == CHORUS_SUCCESS; i++) r = call(mode, i);
+    i--; /* the last call made */
     const char *err = chorus_comm_last_error(comm);
     char culprit[32];
     snprintf(culprit, sizeof(culprit), "rank %d (", rank == 1 ? 0 : 1);
-    int ok = r == CHORUS_ERR_MISMATCH && i - 1 >= 2 && i - 1 <= 3 && strstr(err, field) &&
-             (rank == 1 ? strstr(err, "rank ") != NULL : strstr(err, culprit) != NULL);
+    int named = r == CHORUS_ERR_MISMATCH && strstr(err, strict ? field : ": here ") &&
+                (rank == 1 ? strstr(err, "rank ") != NULL : strstr(err, culprit) != NULL);
+    int ok = strict ? (i == 2 || i == 3) && named
+                    : r == CHORUS_SUCCESS ? rank != 1 : (i == 2 || i == 3) && (named || r == CHORUS_ERR_REMOTE);
     if (ok)
         printf("rank %d: ok\n", rank);
     else
-        printf("rank %d: FAIL: call %d returned %s: %s (expected MISMATCH naming \"%s\" and %s)\n", rank, i - 1,
-               chorus_result_name(r), err, field, rank == 1 ? "another rank" : culprit);
+        printf("rank %d: FAIL: call %d returned %s: %s (expected %sMISMATCH naming \"%s\" and %s)\n", rank, i,
+               chorus_result_name(r), err, strict ? "" : "REMOTE or ", strict ? field : ": here ",
+               rank == 1 ? "another rank" : culprit);
+    printf("rank %d: %s the field\n", rank, named ? "named" : "did not name");
     chorus_comm_destroy(comm);
     return !ok;
 }

@@ -9,8 +9,9 @@
  * publishes its head. Positions count bytes since set-up and never wrap; a byte's place in the ring is
  * position % ring_bytes. Every shared word has its cache lines to itself.
  *
- * Messages keep the TCP transport's framing: a 16-byte frame {u64 len; u32 tag; u32 magic}, then the
- * payload padded to 16 bytes, so that frames stay aligned and never straddle the ring's end. A message
+ * Messages keep the TCP transport's framing: a 48-byte frame {u64 len; u32 tag; u32 magic; u8 check[32]},
+ * then the payload padded to 16 bytes, so that positions stay 16-byte aligned (frames and payloads that
+ * straddle the ring's end are copied in two pieces). A message
  * larger than the ring streams through it: each progress() moves at most chunk_bytes per direction and
  * the receiver copies bytes out as they land, so `done` grows chunk by chunk.
  *
@@ -53,7 +54,8 @@
 #include "util/log.h"
 #include "util/util.h"
 
-#define SHM_FRAME_BYTES 16
+#define SHM_ALIGN 16
+#define SHM_FRAME_BYTES (16 + TRANSPORT_CHECK_BYTES)
 #define SHM_FRAME_MAGIC 0x43485348u /* "CHSH": catches a ring that lost its framing */
 #define SHM_SEG_MAGIC 0x63686f7275730001ull
 #define SHM_SETUP_MAGIC 0x43485355u
@@ -114,7 +116,7 @@ typedef struct shm_conn {
     shm_dir_t rx;
 } shm_conn_t;
 
-static size_t shm_padded(size_t len) { return (len + SHM_FRAME_BYTES - 1) & ~(size_t)(SHM_FRAME_BYTES - 1); }
+static size_t shm_padded(size_t len) { return (len + SHM_ALIGN - 1) & ~(size_t)(SHM_ALIGN - 1); }
 
 static void shm_copy_in(shm_conn_t *c, uint64_t pos, const void *src, size_t n)
 {
@@ -244,6 +246,7 @@ static void shm_send(shm_conn_t *c, int *moved)
             memcpy(frame, &len, 8);
             memcpy(frame + 8, &xfer->tag, 4);
             memcpy(frame + 12, &magic, 4);
+            memcpy(frame + 16, xfer->check, TRANSPORT_CHECK_BYTES);
             shm_copy_in(c, d->pos, frame, SHM_FRAME_BYTES);
             d->pos += SHM_FRAME_BYTES;
             d->framed = 1;
@@ -276,14 +279,18 @@ static chorus_result_t shm_check_frame(shm_conn_t *c, transport_xfer_t *xfer, co
     memcpy(&len, frame, 8);
     memcpy(&tag, frame + 8, 4);
     memcpy(&magic, frame + 12, 4);
-    if (magic == SHM_FRAME_MAGIC && len == (uint64_t)xfer->len && tag == xfer->tag) return CHORUS_SUCCESS;
+    if (magic == SHM_FRAME_MAGIC && len == (uint64_t)xfer->len && tag == xfer->tag &&
+        memcmp(frame + 16, xfer->check, TRANSPORT_CHECK_BYTES) == 0)
+        return CHORUS_SUCCESS;
     xfer->peer_len = len;
     xfer->peer_tag = tag;
+    memcpy(xfer->peer_check, frame + 16, TRANSPORT_CHECK_BYTES);
     if (magic != SHM_FRAME_MAGIC)
         LOG_WARN(LOG_SUB_NET, "shm: fd %d: bad frame magic 0x%08x: the ring lost its framing", c->fd, magic);
     else
-        LOG_WARN(LOG_SUB_NET, "shm: fd %d: receive posted for %zu bytes tag %u, peer sent %llu bytes tag %u", c->fd,
-                 xfer->len, xfer->tag, (unsigned long long)len, tag);
+        LOG_WARN(LOG_SUB_NET, "shm: fd %d: receive posted for %zu bytes tag %u, peer sent %llu bytes tag %u%s", c->fd,
+                 xfer->len, xfer->tag, (unsigned long long)len, tag,
+                 len == xfer->len && tag == xfer->tag ? " with other check bytes" : "");
     return shm_fail(c, CHORUS_ERR_MISMATCH, 0);
 }
 

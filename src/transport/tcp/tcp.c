@@ -1,8 +1,8 @@
 /*
  * TCP transport: one connected stream socket carries framed messages in each direction.
  *
- * Wire format, per message: a 16-byte little-endian frame header {u64 len; u32 tag; u32 magic} followed
- * by len payload bytes. Payload goes straight between the socket and the caller's buffer (no staging
+ * Wire format, per message: a 48-byte frame header {u64 len; u32 tag; u32 magic; u8 check[32]} (numbers
+ * little-endian) followed by len payload bytes. Payload goes straight between the socket and the caller's buffer (no staging
  * copy); headers live in small arrays inside the connection.
  *
  * progress() moves at most chunk_bytes of payload per direction, so a receiver's `done` advances chunk by
@@ -31,7 +31,7 @@
 #include "util/log.h"
 #include "util/util.h"
 
-#define TCP_HDR_BYTES 16
+#define TCP_HDR_BYTES (16 + TRANSPORT_CHECK_BYTES)
 #define TCP_FRAME_MAGIC 0x43484f52u /* "CHOR": catches a stream that lost its framing */
 /* Messages covered by one socket call: two iovecs each, far below IOV_MAX. */
 #define TCP_BATCH 32
@@ -66,6 +66,7 @@ static void tcp_hdr_encode(unsigned char *hdr, const transport_xfer_t *xfer)
     memcpy(hdr, &len, 8);
     memcpy(hdr + 8, &tag, 4);
     memcpy(hdr + 12, &magic, 4);
+    memcpy(hdr + 16, xfer->check, TRANSPORT_CHECK_BYTES);
 }
 
 static void tcp_queue_pop_done(tcp_queue_t *q)
@@ -193,15 +194,19 @@ static chorus_result_t tcp_check_hdr(tcp_conn_t *conn, transport_xfer_t *xfer, c
     len = le64toh(len);
     tag = le32toh(tag);
     magic = le32toh(magic);
-    if (magic == TCP_FRAME_MAGIC && len == (uint64_t)xfer->len && tag == xfer->tag) return CHORUS_SUCCESS;
+    if (magic == TCP_FRAME_MAGIC && len == (uint64_t)xfer->len && tag == xfer->tag &&
+        memcmp(hdr + 16, xfer->check, TRANSPORT_CHECK_BYTES) == 0)
+        return CHORUS_SUCCESS;
     xfer->peer_len = len;
     xfer->peer_tag = tag;
+    memcpy(xfer->peer_check, hdr + 16, TRANSPORT_CHECK_BYTES);
     if (magic != TCP_FRAME_MAGIC)
         LOG_WARN(LOG_SUB_NET, "tcp: fd %d: bad frame magic 0x%08x: the stream lost its framing", conn->fd,
                  magic);
     else
-        LOG_WARN(LOG_SUB_NET, "tcp: fd %d: receive posted for %zu bytes tag %u, peer sent %llu bytes tag %u",
-                 conn->fd, xfer->len, xfer->tag, (unsigned long long)len, tag);
+        LOG_WARN(LOG_SUB_NET, "tcp: fd %d: receive posted for %zu bytes tag %u, peer sent %llu bytes tag %u%s",
+                 conn->fd, xfer->len, xfer->tag, (unsigned long long)len, tag,
+                 len == xfer->len && tag == xfer->tag ? " with other check bytes" : "");
     return tcp_fail(conn, CHORUS_ERR_MISMATCH, 0);
 }
 
