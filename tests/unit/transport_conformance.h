@@ -13,8 +13,8 @@
  * Cases: connect; small messages both ways; zero-length messages; 16 MiB both ways at once, then 64 MiB one
  * way (timed and printed), a thread driving the peer, the receiver's `done` watched to advance at most a
  * chunk per progress() call over final data; 1000 messages of mixed sizes posted at once and completed in
- * order; tag and length mismatch (MISMATCH with peer_len/peer_tag, sticky, and the peer told); a close
- * noticed while idle; messages sent before a close still delivered, even when received after the close
+ * order; tag, length and check-byte mismatch (MISMATCH with peer_len/peer_tag/peer_check, sticky, and the
+ * peer told); a close noticed while idle; messages sent before a close still delivered, even when received after the close
  * was noticed; the peer closing mid-transfer; the peer process killed mid-transfer (REMOTE, not a
  * hang); close with transfers pending (run under valgrind to see it leak nothing).
  *
@@ -422,9 +422,10 @@ out:
     b->ops->close(b);
 }
 
-/* a receives `rlen` bytes tagged `rtag` after one good message; b sends `slen` bytes tagged `stag`. */
+/* a receives `rlen` bytes tagged `rtag` after one good message; b sends `slen` bytes tagged `stag`; with
+ * `check`, the sizes and tags agree but the sender's check bytes differ. */
 static void conf_mismatch_case(const conformance_factory_t *f, size_t rlen, uint32_t rtag, size_t slen,
-                               uint32_t stag)
+                               uint32_t stag, int check)
 {
     transport_conn_t *a, *b;
     if (!conf_pair(f, 256 << 10, 0, &a, &b)) return;
@@ -434,6 +435,7 @@ static void conf_mismatch_case(const conformance_factory_t *f, size_t rlen, uint
     transport_xfer_t sx[2] = {conf_xfer(good, sizeof(good), 1), conf_xfer(out, slen, stag)};
     transport_xfer_t rx[3] = {conf_xfer(good_in, sizeof(good_in), 1), conf_xfer(in, rlen, rtag),
                               conf_xfer(in, 8, 3)};
+    if (check) memset(sx[1].check, 0x5a, sizeof(sx[1].check));
     for (int i = 0; i < 2; i++) b->ops->post_send(b, &sx[i]);
     for (int i = 0; i < 3; i++) a->ops->post_recv(a, &rx[i]);
     TEST_ASSERT(conf_wait(a, b, rx, 3), "mismatch not reported");
@@ -442,6 +444,7 @@ static void conf_mismatch_case(const conformance_factory_t *f, size_t rlen, uint
     CONF_EXPECT_FAILED(rx[1], CHORUS_ERR_MISMATCH);
     TEST_ASSERT(rx[1].peer_len == slen && rx[1].peer_tag == stag, "peer_len %llu peer_tag %u, wanted %zu %u",
                 (unsigned long long)rx[1].peer_len, rx[1].peer_tag, slen, stag);
+    TEST_ASSERT(memcmp(rx[1].peer_check, sx[1].check, sizeof(sx[1].check)) == 0, "peer_check is not the sender's");
     TEST_ASSERT(rx[1].done == 0, "a mismatched receive claims %zu final bytes", rx[1].done);
     CONF_EXPECT_FAILED(rx[2], CHORUS_ERR_MISMATCH);
     int moved;
@@ -460,10 +463,12 @@ static void conf_mismatch_case(const conformance_factory_t *f, size_t rlen, uint
 
 static void conf_test_mismatch(const conformance_factory_t *f)
 {
-    conf_mismatch_case(f, 100, 8, 100, 7);  /* tag */
-    conf_mismatch_case(f, 100, 7, 200, 7);  /* the sender's message is longer */
-    conf_mismatch_case(f, 200, 7, 50, 7);   /* the sender's message is shorter */
-    conf_mismatch_case(f, 0, 7, 0, 8);      /* tag, without payload */
+    conf_mismatch_case(f, 100, 8, 100, 7, 0); /* tag */
+    conf_mismatch_case(f, 100, 7, 200, 7, 0); /* the sender's message is longer */
+    conf_mismatch_case(f, 200, 7, 50, 7, 0);  /* the sender's message is shorter */
+    conf_mismatch_case(f, 0, 7, 0, 8, 0);     /* tag, without payload */
+    conf_mismatch_case(f, 100, 7, 100, 7, 1); /* check bytes */
+    conf_mismatch_case(f, 0, 7, 0, 7, 1);     /* check bytes, without payload */
 }
 
 static void conf_test_idle_close(const conformance_factory_t *f)
