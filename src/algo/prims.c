@@ -65,7 +65,7 @@ typedef struct exch {
     char *chain_buf;
 } exch_t;
 
-static const char *prims_host(const prims_t *p, int peer) { return p->hosts ? p->hosts[peer] : "?"; }
+const char *prims_host(const prims_t *p, int peer) { return p->hosts ? p->hosts[peer] : "?"; }
 
 static const char *fp_kind(uint32_t coll) { return coll == COLL_COUNT ? "send/recv" : coll_name((coll_kind_t)coll); }
 
@@ -176,8 +176,7 @@ static chorus_result_t exch_step(void *arg, progress_status_t *status)
     return CHORUS_SUCCESS;
 }
 
-/* The engine, watching every connection while it waited, saw the one to `failed` break. */
-static chorus_result_t prims_fail_conn(prims_t *p, chorus_result_t res, int failed)
+chorus_result_t prims_fail_conn(prims_t *p, chorus_result_t res, int failed)
 {
     snprintf(p->err, p->errlen, "%s #%llu step %d: connection to rank %d (%s) failed: the peer exited, crashed or "
              "closed the communicator", p->op_name, (unsigned long long)p->op_seq, p->step, failed,
@@ -186,13 +185,12 @@ static chorus_result_t prims_fail_conn(prims_t *p, chorus_result_t res, int fail
     return res;
 }
 
-/* Name the peer a timed-out or aborted wait was on; peer_sends: whether we waited for it to send. */
-static chorus_result_t prims_fail_wait(prims_t *p, chorus_result_t res, int peer, int peer_sends)
+chorus_result_t prims_fail_wait(prims_t *p, chorus_result_t res, int peer, const char *awaited)
 {
     if (res == CHORUS_ERR_TIMEOUT)
         snprintf(p->err, p->errlen, "%s #%llu step %d: timed out waiting for rank %d (%s) to %s; it may be stuck, or "
                  "have called a different operation (raise CHORUS_TIMEOUT if it is just slow)",
-                 p->op_name, (unsigned long long)p->op_seq, p->step, peer, prims_host(p, peer), peer_sends ? "send" : "receive");
+                 p->op_name, (unsigned long long)p->op_seq, p->step, peer, prims_host(p, peer), awaited);
     else if (res == CHORUS_ERR_ABORTED)
         snprintf(p->err, p->errlen, "%s #%llu: the communicator was aborted", p->op_name, (unsigned long long)p->op_seq);
     if (res == CHORUS_ERR_TIMEOUT) LOG_WARN(LOG_SUB_NET, "%s", p->err);
@@ -202,7 +200,7 @@ static chorus_result_t prims_fail_wait(prims_t *p, chorus_result_t res, int peer
 static chorus_result_t exch_fail_wait(exch_t *e, chorus_result_t res)
 {
     int receiving = e->recvs_handled < e->nrecvs;
-    return prims_fail_wait(e->p, res, receiving ? e->recv_peer : e->send_peer, receiving);
+    return prims_fail_wait(e->p, res, receiving ? e->recv_peer : e->send_peer, receiving ? "send" : "receive");
 }
 
 static chorus_result_t exch_run(exch_t *e)
@@ -630,7 +628,7 @@ chorus_result_t prims_trees(prims_t *p, prims_tree_mode_t mode, const prims_tree
     if (res == CHORUS_ERR_TIMEOUT || res == CHORUS_ERR_ABORTED) {
         int i = 0;
         while (i < op.nlanes - 1 && op.lanes[i].done == op.lanes[i].n) i++;
-        res = prims_fail_wait(p, res, op.lanes[i].peer, !op.lanes[i].send);
+        res = prims_fail_wait(p, res, op.lanes[i].peer, op.lanes[i].send ? "receive" : "send");
     }
 out:
     trees_free(&op);

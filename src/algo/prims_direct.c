@@ -30,9 +30,7 @@ static void direct_wait_sleep(void *arg, int timeout_ms)
     shm_arena_sleep(w->p->arena, w->peer, w->phase, timeout_ms);
 }
 
-static const char *direct_host(const prims_t *p, int peer) { return p->hosts ? p->hosts[peer] : "?"; }
-
-/* Polls of the phase word before the progress engine takes over the wait: the common case, a peer a
+/* Polls of the peer's stamp before the progress engine takes over the wait: the common case, a peer a
  * fraction of a microsecond behind, then costs no clock reads. */
 #define DIRECT_QUICK_POLLS 64
 
@@ -47,18 +45,9 @@ static chorus_result_t direct_wait_phase(prims_t *p, int peer, uint32_t phase)
     chorus_result_t res = progress_run_sleep(p->engine, direct_wait_step, direct_wait_sleep, &w, p->conns, p->nranks,
                                              p->deadline_ns, &failed);
     if (res == CHORUS_SUCCESS) return res;
-    if (failed >= 0)
-        snprintf(p->err, p->errlen, "%s #%llu phase %u: connection to rank %d (%s) failed: the peer exited, crashed "
-                 "or closed the communicator", p->op_name, (unsigned long long)p->op_seq, phase, failed,
-                 direct_host(p, failed));
-    else if (res == CHORUS_ERR_TIMEOUT)
-        snprintf(p->err, p->errlen, "%s #%llu phase %u: timed out waiting for rank %d (%s) in shared memory; it may "
-                 "be stuck, or have called a different operation (raise CHORUS_TIMEOUT if it is just slow)",
-                 p->op_name, (unsigned long long)p->op_seq, phase, peer, direct_host(p, peer));
-    else if (res == CHORUS_ERR_ABORTED)
-        snprintf(p->err, p->errlen, "%s #%llu: the communicator was aborted", p->op_name,
-                 (unsigned long long)p->op_seq);
-    if (res != CHORUS_ERR_ABORTED) LOG_WARN(LOG_SUB_COLL, "%s", p->err);
+    if (failed >= 0) return prims_fail_conn(p, res, failed);
+    if (res == CHORUS_ERR_TIMEOUT || res == CHORUS_ERR_ABORTED)
+        return prims_fail_wait(p, res, peer, "publish its part in shared memory");
     return res;
 }
 
@@ -130,7 +119,7 @@ chorus_result_t prims_direct_read(prims_t *p, int peer, uint64_t addr, void *dst
     int e = shm_arena_read(p->arena, peer, addr, dst, bytes);
     if (!e) return CHORUS_SUCCESS;
     snprintf(p->err, p->errlen, "%s #%llu phase %u: cannot read %zu bytes of rank %d (%s): %s%s", p->op_name,
-             (unsigned long long)p->op_seq, p->phase, bytes, peer, direct_host(p, peer), strerror(e),
+             (unsigned long long)p->op_seq, p->phase, bytes, peer, prims_host(p, peer), strerror(e),
              e == ESRCH ? " (the peer exited)" : "");
     LOG_WARN(LOG_SUB_COLL, "%s", p->err);
     return e == ESRCH ? CHORUS_ERR_REMOTE : CHORUS_ERR_SYSTEM;

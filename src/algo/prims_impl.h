@@ -54,6 +54,13 @@ struct prims {
 };
 
 void prims_fini(prims_t *p);
+/* "host pid N" of a peer, for error messages. */
+const char *prims_host(const prims_t *p, int peer);
+/* Describe in the error buffer, log, and return res: the engine, watching every connection while it
+ * waited, saw the one to `failed` break (prims_fail_conn); a wait on peer timed out or was aborted,
+ * peer being expected to do `awaited` ("send", "receive", ...) (prims_fail_wait). */
+chorus_result_t prims_fail_conn(prims_t *p, chorus_result_t res, int failed);
+chorus_result_t prims_fail_wait(prims_t *p, chorus_result_t res, int peer, const char *awaited);
 /* A peer's fingerprint differs from this rank's: describe every field that differs (and both values) in
  * the error buffer, log it, and return CHORUS_ERR_MISMATCH. */
 chorus_result_t prims_fail_mismatch(prims_t *p, int peer, const prims_fingerprint_t *mine,
