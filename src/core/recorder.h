@@ -3,8 +3,9 @@
  * explained after the fact (docs/recorder.md has the dump format and chorus-trace).
  *
  * Recording is a fixed ring of plain structs filled by the thread that runs the operation: no allocation,
- * no formatting, no lock; a few stores, and one clock read at the end (the start time is the caller's). All formatting happens in
- * recorder_write(), which may run on another thread (chorus_comm_abort, the SIGUSR1 helper) while an
+ * no formatting, no lock; a few stores, and one coarse clock read at the end (the start time is the
+ * caller's): stamps are to the kernel's tick, enough to tell a hang's story, and cheap. All formatting
+ * happens in recorder_write(), which may run on another thread (chorus_comm_abort, the SIGUSR1 helper) while an
  * operation is being recorded: it then copies entries without synchronisation, so the entry being
  * written may come out torn, but every field is a number or a pointer to a static string, so a torn
  * entry can print wrong values and never crash.
@@ -73,7 +74,7 @@ static inline void recorder_end(recorder_t *r, chorus_result_t res, int step, in
 {
     if (!r->size) return;
     rec_entry_t *e = r->cur;
-    e->end_ns = time_now_ns();
+    e->end_ns = time_coarse_ns();
     e->result = res;
     if (res != CHORUS_SUCCESS) {
         e->step = step;

@@ -11,6 +11,9 @@
 
 /* Longest single sleep: bounds how stale a deadline check can be. */
 #define PROGRESS_POLL_CAP_MS 100
+/* Idle turns between clock reads: a read can cost more than a turn (a system call on some virtual
+ * machines), and each one delays noticing the peer's data. */
+#define PROGRESS_CLOCK_TURNS 16
 
 chorus_result_t progress_engine_init(progress_engine_t *pe, int64_t spin_us, int max_conns)
 {
@@ -82,6 +85,7 @@ chorus_result_t progress_run_sleep(progress_engine_t *pe, progress_step_fn step,
                                    transport_conn_t *const *conns, int nconns, int64_t deadline_ns, int *failed_p)
 {
     int64_t idle_since = 0; /* when the run last stopped moving, 0 while it moves */
+    unsigned turns = 0;     /* idle turns since the clock was last read */
     *failed_p = -1;
     for (;;) {
         progress_status_t status = PROGRESS_IDLE;
@@ -93,6 +97,10 @@ chorus_result_t progress_run_sleep(progress_engine_t *pe, progress_step_fn step,
             continue;
         }
         /* With more ranks than cores, the peer we wait for may need this very core: yield it while spinning. */
+        if (idle_since && ++turns % PROGRESS_CLOCK_TURNS) {
+            if (pe->yield) sched_yield();
+            continue;
+        }
         int64_t now = time_now_ns();
         if (!idle_since) idle_since = now;
         if (now - idle_since < pe->spin_ns) {

@@ -20,6 +20,16 @@ static inline int64_t time_now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* The same clock, read cheaply but only to the kernel's tick (a few ms): for per-operation stamps and
+ * deadlines, which need no finer grain. On virtual machines a precise read can cost a system call, a
+ * sizeable part of a small collective. */
+static inline int64_t time_coarse_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /* A deadline `ms` milliseconds from now; ms <= 0 means none (INT64_MAX). */
 static inline int64_t time_deadline_ms(int64_t ms)
 {
