@@ -52,3 +52,32 @@ chorus_result_t direct_gather_slices(prims_t *p, char *out, size_t cnt, size_t e
     }
     return CHORUS_SUCCESS;
 }
+
+chorus_result_t direct_oneshot(prims_t *p, const coll_args_t *a, int everyone)
+{
+    prims_reduce_t red = algo_reduction(a);
+    size_t per = direct_chunk_elems(p, 1, red.elem);
+    int receiver = everyone || prims_rank(p) == a->root;
+    for (size_t off = 0; off < a->count; off += per) {
+        size_t cnt = CHORUS_MIN(per, a->count - off);
+        const void *const *slots;
+        CHECK(direct_put(p, (const char *)a->sendbuf + off * red.elem, cnt * red.elem));
+        if (!receiver) continue;
+        CHECK(prims_direct_wait_all(p, &slots));
+        direct_reduce((char *)a->recvbuf + off * red.elem, slots, prims_nranks(p), 0, cnt, &red);
+    }
+    return CHORUS_SUCCESS;
+}
+
+chorus_result_t direct_twoshot(prims_t *p, const coll_args_t *a, int everyone)
+{
+    prims_reduce_t red = algo_reduction(a);
+    size_t per = direct_chunk_elems(p, 1, red.elem);
+    int receiver = everyone || prims_rank(p) == a->root;
+    for (size_t off = 0; off < a->count; off += per) {
+        size_t cnt = CHORUS_MIN(per, a->count - off);
+        CHECK(direct_reduce_scatter_chunk(p, (const char *)a->sendbuf + off * red.elem, cnt, &red));
+        if (receiver) CHECK(direct_gather_slices(p, (char *)a->recvbuf + off * red.elem, cnt, red.elem));
+    }
+    return CHORUS_SUCCESS;
+}

@@ -33,4 +33,10 @@ chorus_result_t direct_reduce_scatter_chunk(prims_t *p, const char *in, size_t c
 /* Wait for the phase's p slices of a chunk of cnt elements and copy them, in rank order, to out. */
 chorus_result_t direct_gather_slices(prims_t *p, char *out, size_t cnt, size_t elem);
 
+/* The one-shot and two-shot reductions (AllReduce when everyone, Reduce to a->root otherwise), chunk by
+ * slot-sized chunk. One-shot: every rank publishes its chunk and the receivers combine all p of them. Two-
+ * shot: direct_reduce_scatter_chunk, then the receivers gather the p combined slices. */
+chorus_result_t direct_oneshot(prims_t *p, const coll_args_t *a, int everyone);
+chorus_result_t direct_twoshot(prims_t *p, const coll_args_t *a, int everyone);
+
 #endif
