@@ -49,6 +49,7 @@ typedef struct exch {
     prims_t *p;
     int send_peer, recv_peer;
     transport_conn_t *conns[2];
+    int conn_peer[2];
     int nconns;
     transport_xfer_t *sends, *recvs;
     int nsends, nrecvs;
@@ -148,16 +149,26 @@ static chorus_result_t exch_step(void *arg, progress_status_t *status)
 {
     exch_t *e = arg;
     int moved = 0;
+    int failed = -1;
+    chorus_result_t failed_res = CHORUS_SUCCESS;
     for (int i = 0; i < e->nconns; i++) {
         int m = 0;
-        (void)e->conns[i]->ops->progress(e->conns[i], &m); /* failures surface in the transfers */
+        chorus_result_t res = e->conns[i]->ops->progress(e->conns[i], &m);
+        if (res != CHORUS_SUCCESS && failed < 0) {
+            failed = e->conn_peer[i];
+            failed_res = res;
+        }
         moved |= m;
     }
     for (int i = 0; i < e->nsends; i++)
         if (e->sends[i].state == XFER_FAILED) return prims_fail_xfer(e->p, e->send_peer, &e->sends[i], 1);
+    for (int i = e->recvs_handled; i < e->nrecvs; i++)
+        if (e->recvs[i].state == XFER_FAILED) return prims_fail_xfer(e->p, e->recv_peer, &e->recvs[i], 0);
+    /* A connection can fail with none of its transfers left to fail (a send already done, the peer dead
+     * before the next one): that is still this operation's failure, and the only word of it. */
+    if (failed >= 0) return prims_fail_conn(e->p, failed_res, failed);
     while (e->recvs_handled < e->nrecvs) {
         transport_xfer_t *x = &e->recvs[e->recvs_handled];
-        if (x->state == XFER_FAILED) return prims_fail_xfer(e->p, e->recv_peer, x, 0);
         if (e->red && !e->on_chunk) exch_stream_reduce(e, x);
         if (x->state != XFER_DONE) break;
         if (e->on_chunk) CHECK(e->on_chunk(e, e->recvs_handled));
@@ -214,13 +225,17 @@ static chorus_result_t exch_run(exch_t *e)
     }
     if (e->nrecvs) {
         transport_conn_t *c = p->conns[e->recv_peer];
+        e->conn_peer[e->nconns] = e->recv_peer;
         e->conns[e->nconns++] = c;
         for (int i = 0; i < e->nrecvs; i++)
             if (c->ops->post_recv(c, &e->recvs[i]) != CHORUS_SUCCESS)
                 return prims_fail_xfer(p, e->recv_peer, &e->recvs[i], 0);
     }
     if (e->nsends) {
-        if (!e->nrecvs || e->send_peer != e->recv_peer) e->conns[e->nconns++] = p->conns[e->send_peer];
+        if (!e->nrecvs || e->send_peer != e->recv_peer) {
+            e->conn_peer[e->nconns] = e->send_peer;
+            e->conns[e->nconns++] = p->conns[e->send_peer];
+        }
         CHECK(exch_post_ready_sends(e));
     }
     p->step++;
@@ -402,6 +417,7 @@ typedef struct trees_op {
     int nlanes;
     int *lane_of; /* by peer: [0, nranks) send lanes, [nranks, 2 nranks) receive lanes; -1 if none */
     transport_conn_t **conns;
+    int *conn_peer;
     int nconns;
 } trees_op_t;
 
@@ -414,6 +430,7 @@ static void trees_free(trees_op_t *op)
     free(op->lanes);
     free(op->lane_of);
     free(op->conns);
+    free(op->conn_peer);
 }
 
 /* One message to or from peer. The first walk, before the lanes have their msgs arrays, only counts each
@@ -423,8 +440,10 @@ static void trees_add(trees_op_t *op, int peer, int send, int up, int tree, int 
 {
     int *lane = &op->lane_of[send ? peer : op->p->nranks + peer];
     if (*lane < 0) {
-        if (op->lane_of[peer] < 0 && op->lane_of[op->p->nranks + peer] < 0)
+        if (op->lane_of[peer] < 0 && op->lane_of[op->p->nranks + peer] < 0) {
+            op->conn_peer[op->nconns] = peer;
             op->conns[op->nconns++] = op->p->conns[peer];
+        }
         *lane = op->nlanes++;
         op->lanes[*lane] = (tree_lane_t){.peer = peer, .send = send};
     }
@@ -522,9 +541,15 @@ static chorus_result_t trees_step(void *arg, progress_status_t *status)
 {
     trees_op_t *op = arg;
     int moved = 0, done = 1;
+    int failed = -1;
+    chorus_result_t failed_res = CHORUS_SUCCESS;
     for (int i = 0; i < op->nconns; i++) {
         int m = 0;
-        (void)op->conns[i]->ops->progress(op->conns[i], &m); /* failures surface in the transfers */
+        chorus_result_t res = op->conns[i]->ops->progress(op->conns[i], &m);
+        if (res != CHORUS_SUCCESS && failed < 0) {
+            failed = op->conn_peer[i];
+            failed_res = res;
+        }
         moved |= m;
     }
     for (int i = 0; i < op->nlanes; i++) {
@@ -535,6 +560,8 @@ static chorus_result_t trees_step(void *arg, progress_status_t *status)
             if (x->state != XFER_DONE) break;
         }
     }
+    /* As in exch_step: a failed connection with no transfer left to carry the failure. */
+    if (failed >= 0) return prims_fail_conn(op->p, failed_res, failed);
     for (int t = 0; t < op->ntrees; t++) moved |= trees_advance(op, &op->runs[t]);
     for (int i = 0; i < op->nlanes; i++) {
         tree_lane_t *l = &op->lanes[i];
@@ -611,9 +638,10 @@ chorus_result_t prims_trees(prims_t *p, prims_tree_mode_t mode, const prims_tree
     }
     op.lanes = calloc((size_t)maxlanes + 1, sizeof(*op.lanes));
     op.conns = calloc((size_t)maxlanes + 1, sizeof(*op.conns));
+    op.conn_peer = calloc((size_t)maxlanes + 1, sizeof(*op.conn_peer));
     op.lane_of = malloc(2 * (size_t)p->nranks * sizeof(int));
     op.msgs = calloc((size_t)nmsgs + 1, sizeof(*op.msgs));
-    if (!op.lanes || !op.conns || !op.lane_of || !op.msgs) goto out;
+    if (!op.lanes || !op.conns || !op.conn_peer || !op.lane_of || !op.msgs) goto out;
     for (int i = 0; i < 2 * p->nranks; i++) op.lane_of[i] = -1;
     trees_walk(&op);
     for (int i = 0; i < op.nlanes; i++) {

@@ -443,20 +443,35 @@ static chorus_result_t comm_goodbye_step(void *arg, progress_status_t *status)
     return CHORUS_SUCCESS;
 }
 
-/* A healthy communicator's last word to every peer: an empty message nobody receives. A peer still busy
- * in its last operation watches this rank's connection while it waits; data ahead of the close tells it
- * this rank left in good order, whereas a bare close is how a crash looks. Bounded: a peer that does not
- * read cannot hold this up (the message fits any socket buffer or ring). */
+/* A healthy communicator's last word to every peer: an empty message nobody receives (the transport's
+ * goodbye). A peer still busy in its last operation watches this rank's connection while it waits; the
+ * goodbye ahead of the close tells it this rank left in good order, whereas a close without it is how a
+ * crash looks, and fails the connection at once, even behind messages the peer has not asked for yet.
+ * So the goodbye must go out: it fits any socket buffer or ring unless a slow peer has not yet read what
+ * this rank sent it, and then destroy waits for that peer to read, up to the operation timeout. */
 static void comm_goodbye(chorus_comm_t comm)
 {
     if (atomic_load(&comm->sticky) != CHORUS_SUCCESS || comm->nranks < 2) return;
     comm_goodbye_t g = {comm, calloc((size_t)comm->nranks, sizeof(transport_xfer_t))};
     if (!g.xfers) return;
-    for (int i = 0; i < comm->nranks; i++)
+    for (int i = 0; i < comm->nranks; i++) {
+        g.xfers[i].tag = TRANSPORT_TAG_GOODBYE;
         if (comm->conns[i]) (void)comm->conns[i]->ops->post_send(comm->conns[i], &g.xfers[i]);
+    }
     int failed;
-    (void)progress_run(&comm->engine, comm_goodbye_step, &g, comm->conns, comm->nranks,
-                       time_deadline_ms(COMM_FAILED_LINGER_MS), &failed);
+    int64_t start = time_now_ns();
+    chorus_result_t res = progress_run(&comm->engine, comm_goodbye_step, &g, comm->conns, comm->nranks,
+                                       time_deadline_ms(COMM_FAILED_LINGER_MS), &failed);
+    if (res == CHORUS_ERR_TIMEOUT) {
+        for (int i = 0; i < comm->nranks; i++)
+            if (g.xfers[i].state == XFER_PENDING)
+                LOG_WARN(LOG_SUB_INIT, "destroy: rank %d has not yet read the last messages this rank sent it; "
+                                       "waiting for it (up to CHORUS_TIMEOUT) so that it can tell this orderly "
+                                       "exit from a crash", i);
+        int64_t timeout_ns = comm->params.timeout > 0 ? comm->params.timeout * 1000000 : INT64_MAX - start;
+        (void)progress_run(&comm->engine, comm_goodbye_step, &g, comm->conns, comm->nranks, start + timeout_ns,
+                           &failed);
+    }
     free(g.xfers);
 }
 

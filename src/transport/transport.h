@@ -24,12 +24,25 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "chorus/chorus.h"
 
 typedef enum { XFER_PENDING = 0, XFER_DONE = 1, XFER_FAILED = 2 } xfer_state_t;
 
 #define TRANSPORT_CHECK_BYTES 32
+
+/* The tag of a connection's last message, an empty one with zero check bytes sent right before an
+ * orderly close and never received (no other message has both this tag and zero check bytes). A transport that finds its peer's close behind bytes nobody asked for yet (the peer sent
+ * ahead, then went away) tells an orderly close from a crash by it: the stream ends with this frame
+ * only if the peer left in good order. */
+#define TRANSPORT_TAG_GOODBYE 0xffffffffu
+
+static inline int transport_frame_is_goodbye(uint64_t len, uint32_t tag, const uint8_t *check)
+{
+    static const uint8_t zero[TRANSPORT_CHECK_BYTES];
+    return len == 0 && tag == TRANSPORT_TAG_GOODBYE && memcmp(check, zero, TRANSPORT_CHECK_BYTES) == 0;
+}
 
 typedef struct transport_xfer {
     /* Set by the caller before posting. */

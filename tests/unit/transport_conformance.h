@@ -14,8 +14,9 @@
  * way (timed and printed), a thread driving the peer, the receiver's `done` watched to advance at most a
  * chunk per progress() call over final data; 1000 messages of mixed sizes posted at once and completed in
  * order; tag, length and check-byte mismatch (MISMATCH with peer_len/peer_tag/peer_check, sticky, and the
- * peer told); a close noticed while idle; messages sent before a close still delivered, even when received after the close
- * was noticed; the peer closing mid-transfer; the peer process killed mid-transfer (REMOTE, not a
+ * peer told); a close noticed while idle; messages sent before an orderly close (the goodbye last) still
+ * delivered, even when received after the close was noticed; a close without the goodbye behind unread
+ * messages noticed while idle; the peer closing mid-transfer; the peer process killed mid-transfer (REMOTE, not a
  * hang); close with transfers pending (run under valgrind to see it leak nothing).
  *
  * Every wait polls the descriptors poll_fd() names with a deadline and fails the check instead of hanging;
@@ -512,26 +513,30 @@ static void conf_test_abandon(const conformance_factory_t *f)
     a->ops->close(a);
 }
 
-/* What the peer sent before it closed is still delivered (as the last message of a collective must be,
- * when its sender goes on to destroy its communicator); only what comes after fails. */
+/* What the peer sent before it closed in good order (its goodbye last) is still delivered, as the last
+ * message of a collective must be when its sender goes on to destroy its communicator; only what comes
+ * after fails, with REMOTE. */
 static void conf_test_close_after_send(const conformance_factory_t *f)
 {
     enum { N = 3, LEN = 1000 };
     transport_conn_t *a, *b;
     if (!conf_pair(f, 256 << 10, 0, &a, &b)) return;
     char out[N][LEN], in[N][LEN], late_in[8];
-    transport_xfer_t sx[N], rx[N + 1];
+    transport_xfer_t sx[N + 1], rx[N + 1];
     for (int i = 0; i < N; i++) {
         conf_fill(out[i], LEN, 20 + (uint64_t)i);
         sx[i] = conf_xfer(out[i], LEN, (uint32_t)i);
         b->ops->post_send(b, &sx[i]);
     }
-    TEST_ASSERT(conf_wait(b, NULL, sx, N), "sends never left before the close");
+    sx[N] = conf_xfer(NULL, 0, TRANSPORT_TAG_GOODBYE);
+    b->ops->post_send(b, &sx[N]);
+    TEST_ASSERT(conf_wait(b, NULL, sx, N + 1), "sends never left before the close");
     b->ops->close(b);
     /* Let a idle a while first, so that it may notice the close before anything is posted. */
     for (int turn = 0; turn < 3; turn++) {
         int moved;
-        TEST_ASSERT(a->ops->progress(a, &moved) == CHORUS_SUCCESS, "unread messages, yet the connection failed");
+        TEST_ASSERT(a->ops->progress(a, &moved) == CHORUS_SUCCESS,
+                    "unread messages ending with the goodbye, yet the connection failed");
         short events = 0;
         int fd = a->ops->poll_fd(a, &events);
         struct pollfd pfd = {.fd = fd, .events = events};
@@ -549,6 +554,31 @@ static void conf_test_close_after_send(const conformance_factory_t *f)
         TEST_ASSERT(conf_check(in[i], LEN, 20 + (uint64_t)i) == SIZE_MAX, "message %d sent before the close differs", i);
     }
     CONF_EXPECT_FAILED(rx[N], CHORUS_ERR_REMOTE);
+    a->ops->close(a);
+}
+
+/* A peer that sent ahead and then closed without its goodbye crashed: the idle end fails at once, with
+ * nothing posted, instead of hiding the crash behind messages nobody has asked for yet (a rank busy with
+ * another peer would otherwise not learn of it until it got that far). */
+static void conf_test_close_behind_unread(const conformance_factory_t *f)
+{
+    enum { N = 3, LEN = 1000 };
+    transport_conn_t *a, *b;
+    if (!conf_pair(f, 256 << 10, 0, &a, &b)) return;
+    char out[N][LEN];
+    transport_xfer_t sx[N];
+    for (int i = 0; i < N; i++) {
+        conf_fill(out[i], LEN, 30 + (uint64_t)i);
+        sx[i] = conf_xfer(out[i], LEN, (uint32_t)i);
+        b->ops->post_send(b, &sx[i]);
+    }
+    TEST_ASSERT(conf_wait(b, NULL, sx, N), "sends never left before the close");
+    /* Let a see the unread bytes first, as a rank busy elsewhere would. */
+    int moved;
+    TEST_ASSERT(a->ops->progress(a, &moved) == CHORUS_SUCCESS, "the peer is still there");
+    b->ops->close(b);
+    TEST_ASSERT(conf_drive(&a, 1, conf_conn_failed, a), "an idle end never noticed a close behind unread messages");
+    TEST_ASSERT(a->ops->progress(a, &moved) == CHORUS_ERR_REMOTE, "wanted REMOTE after a close without goodbye");
     a->ops->close(a);
 }
 
@@ -693,6 +723,7 @@ static inline void conformance_run(const conformance_factory_t *f)
     conf_test_mismatch(f);
     conf_test_idle_close(f);
     conf_test_close_after_send(f);
+    conf_test_close_behind_unread(f);
     conf_test_close_mid_transfer(f);
     conf_test_peer_killed(f);
     conf_test_close_pending(f);

@@ -24,7 +24,9 @@
  * next progress() drains them.
  *
  * Peer death shows on the doorbell as EOF or a reset. What the peer published before is still delivered
- * (as TCP delivers what arrived before a FIN); then every posted transfer fails with REMOTE.
+ * (as TCP delivers what arrived before a FIN) if it ends with the peer's goodbye (TRANSPORT_TAG_GOODBYE);
+ * then every posted transfer fails with REMOTE. Without the goodbye the peer crashed: the connection
+ * fails at once, even with nothing posted.
  *
  * Set-up, over the doorbell: three fixed-size messages, each sent whatever happened locally, so that a
  * refusal leaves no stray byte and the caller can fall back to TCP on the same socket:
@@ -110,6 +112,7 @@ typedef struct shm_conn {
     int sys_errno;
     int asleep;    /* our asleep word was set: drain the doorbell at the next progress() */
     int peer_gone; /* the doorbell saw EOF or a reset: only what is already in the ring can still move */
+    int peer_left; /* ... and what is left in the ring ends with its goodbye: it closed in good order */
     int peer_errno;
     int abandoned; /* see transport.h: only the peer's close is still of interest */
     shm_dir_t tx;
@@ -282,6 +285,10 @@ static chorus_result_t shm_check_frame(shm_conn_t *c, transport_xfer_t *xfer, co
     if (magic == SHM_FRAME_MAGIC && len == (uint64_t)xfer->len && tag == xfer->tag &&
         memcmp(frame + 16, xfer->check, TRANSPORT_CHECK_BYTES) == 0)
         return CHORUS_SUCCESS;
+    if (magic == SHM_FRAME_MAGIC && transport_frame_is_goodbye(len, tag, frame + 16)) {
+        LOG_INFO(LOG_SUB_NET, "shm: fd %d: the peer closed in good order before sending this message", c->fd);
+        return shm_fail(c, CHORUS_ERR_REMOTE, 0);
+    }
     xfer->peer_len = len;
     xfer->peer_tag = tag;
     memcpy(xfer->peer_check, frame + 16, TRANSPORT_CHECK_BYTES);
@@ -327,6 +334,29 @@ static chorus_result_t shm_recv(shm_conn_t *c, int *moved)
         shm_queue_pop_done(d);
     }
     return CHORUS_SUCCESS;
+}
+
+/* Whether the unread part of the receive ring, which starts at a frame boundary, is whole frames the last
+ * of which is the goodbye (TRANSPORT_TAG_GOODBYE): what a peer that closed in good order leaves behind. */
+static int shm_ring_ends_in_goodbye(shm_conn_t *c)
+{
+    uint64_t at = c->rx.pos, end = atomic_load_explicit(c->rx.theirs, memory_order_acquire);
+    int goodbye = 0;
+    while (end - at >= SHM_FRAME_BYTES) {
+        unsigned char frame[SHM_FRAME_BYTES];
+        uint64_t len;
+        uint32_t tag, magic;
+        shm_copy_out(c, frame, at, SHM_FRAME_BYTES);
+        memcpy(&len, frame, 8);
+        memcpy(&tag, frame + 8, 4);
+        memcpy(&magic, frame + 12, 4);
+        if (magic != SHM_FRAME_MAGIC) return 0;
+        goodbye = transport_frame_is_goodbye(len, tag, frame + 16);
+        at += SHM_FRAME_BYTES;
+        if (len > end - at) return 0;
+        at += shm_padded((size_t)len);
+    }
+    return at == end && goodbye;
 }
 
 static chorus_result_t shm_post(shm_conn_t *c, shm_dir_t *d, transport_xfer_t *xfer)
@@ -377,10 +407,18 @@ static chorus_result_t shm_progress(transport_conn_t *base, int *moved)
     if (c->rx.pos != c->rx.published) shm_publish(&c->rx);
     *moved = sent || received;
     if (*moved && !c->peer_gone) CHECK(shm_ring_doorbell(c));
-    /* A gone peer's last messages stay receivable (unposted ones too, as TCP keeps them in the socket);
-     * the connection fails once nothing more can come out of the ring for what is posted. */
-    if (c->peer_gone && !received && (c->tx.q.head || c->rx.q.head || shm_rx_ready(c, 1) == 0))
-        return shm_fail(c, CHORUS_ERR_REMOTE, c->peer_errno);
+    /* A gone peer's last messages stay receivable (unposted ones too, as TCP keeps them in the socket),
+     * but only if it left in good order: unread messages that do not end with its goodbye are what a
+     * crash leaves, and waiting for them to be asked for would hide the crash from a rank busy elsewhere.
+     * Otherwise the connection fails once nothing more can come out of the ring for what is posted. */
+    if (c->peer_gone && !received) {
+        if (c->tx.q.head || c->rx.q.head || shm_rx_ready(c, 1) == 0)
+            return shm_fail(c, CHORUS_ERR_REMOTE, c->peer_errno);
+        if (!c->peer_left && !(c->peer_left = shm_ring_ends_in_goodbye(c))) {
+            LOG_INFO(LOG_SUB_NET, "shm: fd %d: closed by the peer behind unread messages, without its goodbye", c->fd);
+            return shm_fail(c, CHORUS_ERR_REMOTE, c->peer_errno);
+        }
+    }
     return CHORUS_SUCCESS;
 }
 

@@ -10,6 +10,10 @@
  * one sendmsg/recvmsg covers the headers and payloads of up to TCP_BATCH queued messages, so a burst of
  * small messages costs one system call, not two per message.
  *
+ * A peer's close behind bytes nobody has asked for yet is seen with POLLRDHUP and judged by those bytes:
+ * an orderly close leaves the goodbye frame last (TRANSPORT_TAG_GOODBYE), a crash does not and fails the
+ * connection at once (see tcp_close_behind_input).
+ *
  * Receives are speculative: the payload of a posted receive is read together with its header, before the
  * header is checked. That is safe because a header that does not match fails the connection for good
  * (the stream position can no longer be trusted), and a failed receive promises nothing about its buffer.
@@ -23,6 +27,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -53,6 +58,8 @@ typedef struct tcp_conn {
     int sys_errno;
     /* Bytes are waiting in the socket with no receive posted: polling for POLLIN would only spin. */
     int unclaimed_input;
+    /* The peer closed in good order behind the unclaimed input (see tcp_close_behind_input). */
+    int peer_left;
     int abandoned; /* see transport.h: only the peer's close is still of interest */
     tcp_queue_t tx;
     tcp_queue_t rx;
@@ -197,6 +204,10 @@ static chorus_result_t tcp_check_hdr(tcp_conn_t *conn, transport_xfer_t *xfer, c
     if (magic == TCP_FRAME_MAGIC && len == (uint64_t)xfer->len && tag == xfer->tag &&
         memcmp(hdr + 16, xfer->check, TRANSPORT_CHECK_BYTES) == 0)
         return CHORUS_SUCCESS;
+    if (magic == TCP_FRAME_MAGIC && transport_frame_is_goodbye(len, tag, hdr + 16)) {
+        LOG_INFO(LOG_SUB_NET, "tcp: fd %d: the peer closed in good order before sending this message", conn->fd);
+        return tcp_fail(conn, CHORUS_ERR_REMOTE, 0);
+    }
     xfer->peer_len = len;
     xfer->peer_tag = tag;
     memcpy(xfer->peer_check, hdr + 16, TRANSPORT_CHECK_BYTES);
@@ -268,6 +279,59 @@ static chorus_result_t tcp_peek(tcp_conn_t *conn)
     return tcp_fail_errno(conn, errno, "recv");
 }
 
+/* Whether the len bytes of stream in buf, which start at a frame boundary, are whole frames the last of
+ * which is the goodbye (TRANSPORT_TAG_GOODBYE): what a peer that closed in good order leaves behind. */
+static int tcp_stream_ends_in_goodbye(const unsigned char *buf, size_t len)
+{
+    size_t at = 0;
+    int goodbye = 0;
+    while (len - at >= TCP_HDR_BYTES) {
+        uint64_t body;
+        uint32_t tag, magic;
+        memcpy(&body, buf + at, 8);
+        memcpy(&tag, buf + at + 8, 4);
+        memcpy(&magic, buf + at + 12, 4);
+        if (le32toh(magic) != TCP_FRAME_MAGIC) return 0;
+        body = le64toh(body);
+        goodbye = transport_frame_is_goodbye(body, le32toh(tag), buf + at + 16);
+        at += TCP_HDR_BYTES;
+        if (body > len - at) return 0;
+        at += (size_t)body;
+    }
+    return at == len && goodbye;
+}
+
+/* With unclaimed input, the peer's close sits behind bytes a receive has not asked for yet, where recv
+ * cannot see it: a peer that sent ahead and then crashed would go unnoticed until this rank got that far.
+ * POLLRDHUP sees the close; the bytes left in the socket then tell a crash from an orderly close, which
+ * ends the stream with the goodbye frame. The peek copies at most one socket buffer, once per close. */
+static chorus_result_t tcp_close_behind_input(tcp_conn_t *conn)
+{
+    struct pollfd pfd = {.fd = conn->fd, .events = POLLRDHUP};
+    if (SYSCALL_RETRY(poll(&pfd, 1, 0)) <= 0 || !(pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+        return CHORUS_SUCCESS;
+    if (pfd.revents & POLLERR) {
+        int e = 0;
+        socklen_t elen = sizeof(e);
+        if (getsockopt(conn->fd, SOL_SOCKET, SO_ERROR, &e, &elen) == 0 && e != 0)
+            return tcp_fail_errno(conn, e, "recv");
+    }
+    int queued = 0;
+    if (ioctl(conn->fd, FIONREAD, &queued) < 0) return tcp_fail_errno(conn, errno, "ioctl FIONREAD");
+    unsigned char *buf = queued > 0 ? malloc((size_t)queued) : NULL;
+    if (queued > 0 && !buf) return CHORUS_SUCCESS; /* judged again at the next call */
+    ssize_t n = queued > 0 ? SYSCALL_RETRY(recv(conn->fd, buf, (size_t)queued, MSG_PEEK | MSG_DONTWAIT)) : 0;
+    int orderly = n > 0 && tcp_stream_ends_in_goodbye(buf, (size_t)n);
+    free(buf);
+    if (orderly) {
+        conn->peer_left = 1;
+        return CHORUS_SUCCESS;
+    }
+    LOG_INFO(LOG_SUB_NET, "tcp: fd %d: closed by the peer behind %d unread bytes, without its goodbye", conn->fd,
+             queued);
+    return tcp_fail(conn, CHORUS_ERR_REMOTE, 0);
+}
+
 static chorus_result_t tcp_post(tcp_conn_t *conn, tcp_queue_t *q, transport_xfer_t *xfer)
 {
     xfer->done = 0;
@@ -326,7 +390,12 @@ static chorus_result_t tcp_progress(transport_conn_t *base, int *moved)
         if (send_more) CHECK(tcp_send_once(conn, &send_budget, moved, &send_more));
         if (recv_more) CHECK(tcp_recv_once(conn, &recv_budget, moved, &recv_more));
     }
-    if (!*moved && !conn->tx.q.head && !conn->rx.q.head && !conn->unclaimed_input) CHECK(tcp_peek(conn));
+    if (!*moved && !conn->tx.q.head && !conn->rx.q.head) {
+        if (!conn->unclaimed_input)
+            CHECK(tcp_peek(conn));
+        else if (!conn->peer_left)
+            CHECK(tcp_close_behind_input(conn));
+    }
     return CHORUS_SUCCESS;
 }
 
@@ -340,9 +409,10 @@ static int tcp_poll_fd(transport_conn_t *base, short *events)
         return conn->fd;
     }
     /* Idle, POLLIN reports the peer's close (see tcp_peek). Not with unclaimed input: POLLIN would fire
-     * at once, forever, and a close behind that input can only be seen once a receive consumes it. A
+     * at once, forever; POLLRDHUP reports a close behind that input (see tcp_close_behind_input). A
      * blocked send learns of a lost peer from POLLOUT, or from POLLERR/POLLHUP, which poll() always reports. */
     if (conn->rx.q.head || (!conn->tx.q.head && !conn->unclaimed_input)) *events |= POLLIN;
+    if (!conn->rx.q.head && !conn->tx.q.head && conn->unclaimed_input && !conn->peer_left) *events |= POLLRDHUP;
     if (conn->tx.q.head) *events |= POLLOUT;
     return conn->fd;
 }
