@@ -41,12 +41,55 @@ enum {
     ALGO_NEEDS_SINGLE_COPY = 1u << 1 /* and able to read each other's memory (prims_direct_single_copy()) */
 };
 
+/* The cost model's view of an algorithm (src/tune/ owns the parameters and the arithmetic): the terms
+ * of its time on the critical path, for p ranks and n bytes (the whole buffer: for allgather,
+ * reduce_scatter and alltoall, p times the per-rank count), read off the steps-and-bytes comment that
+ * opens the algorithm's file. The time is
+ *     T = steps alpha[link] + bytes / beta[link] + copied / beta_copy + reduced gamma
+ * where link is the kind of hop the steps take: a connection (shared-memory ring or TCP), or a
+ * synchronisation through the host arena. */
+typedef enum { ALGO_LINK_NET = 0, ALGO_LINK_ARENA = 1 } algo_link_t;
+
+typedef struct algo_shape {
+    int p;
+    double n;     /* bytes */
+    double chunk; /* pipelining unit of the connection algorithms (CHORUS_CHUNK_SIZE) */
+    double slot;  /* host arena slot (CHORUS_SHM_SLOT_SIZE) */
+} algo_shape_t;
+
+typedef struct algo_cost {
+    algo_link_t link;
+    double steps;   /* latencies in sequence */
+    double bytes;   /* bytes through the busiest rank's link, in sequence */
+    double copied;  /* bytes copied in local memory (staging, packing, arena slots), in sequence */
+    double reduced; /* bytes reduced, in sequence */
+} algo_cost_t;
+
+typedef algo_cost_t (*algo_cost_fn)(const algo_shape_t *s);
+
 typedef struct algo_desc {
     coll_kind_t coll;
     const char *name;
     algo_run_fn run;
     unsigned needs; /* ALGO_NEEDS_* */
+    algo_cost_fn cost;
 } algo_desc_t;
+
+/* Helpers for the cost functions. */
+static inline double algo_log2_ceil(int p)
+{
+    int h = 0;
+    while ((1 << h) < p) h++;
+    return h;
+}
+static inline int algo_pow2_floor(int p)
+{
+    int v = 1;
+    while (v * 2 <= p) v *= 2;
+    return v;
+}
+/* Pieces of at most `unit` bytes that n bytes take (at least 1). */
+static inline double algo_pieces(double n, double unit) { return unit > 0 && n > unit ? __builtin_ceil(n / unit) : 1; }
 
 /* What a communicator offers, against which restrictions are checked. */
 typedef struct algo_caps {
@@ -121,5 +164,42 @@ chorus_result_t alltoall_direct(prims_t *p, const coll_args_t *a);
 chorus_result_t alltoall_cma(prims_t *p, const coll_args_t *a);
 chorus_result_t barrier_dissemination(prims_t *p, const coll_args_t *a);
 chorus_result_t barrier_direct(prims_t *p, const coll_args_t *a);
+
+/* Their cost terms (each in its algorithm's file, beside the comment they come from). */
+algo_cost_t allreduce_ring_cost(const algo_shape_t *s);
+algo_cost_t allreduce_rhd_cost(const algo_shape_t *s);
+algo_cost_t allreduce_dbt_cost(const algo_shape_t *s);
+algo_cost_t allreduce_tree_cost(const algo_shape_t *s);
+algo_cost_t allreduce_mesh_cost(const algo_shape_t *s);
+algo_cost_t allreduce_star_cost(const algo_shape_t *s);
+algo_cost_t allreduce_oneshot_cost(const algo_shape_t *s);
+algo_cost_t allreduce_twoshot_cost(const algo_shape_t *s);
+algo_cost_t allgather_ring_cost(const algo_shape_t *s);
+algo_cost_t allgather_rd_cost(const algo_shape_t *s);
+algo_cost_t allgather_bruck_cost(const algo_shape_t *s);
+algo_cost_t allgather_mesh_cost(const algo_shape_t *s);
+algo_cost_t allgather_direct_cost(const algo_shape_t *s);
+algo_cost_t allgather_cma_cost(const algo_shape_t *s);
+algo_cost_t reduce_scatter_ring_cost(const algo_shape_t *s);
+algo_cost_t reduce_scatter_rhd_cost(const algo_shape_t *s);
+algo_cost_t reduce_scatter_mesh_cost(const algo_shape_t *s);
+algo_cost_t reduce_scatter_direct_cost(const algo_shape_t *s);
+algo_cost_t broadcast_chain_cost(const algo_shape_t *s);
+algo_cost_t broadcast_binomial_cost(const algo_shape_t *s);
+algo_cost_t broadcast_scatter_allgather_cost(const algo_shape_t *s);
+algo_cost_t broadcast_direct_cost(const algo_shape_t *s);
+algo_cost_t broadcast_cma_cost(const algo_shape_t *s);
+algo_cost_t reduce_chain_cost(const algo_shape_t *s);
+algo_cost_t reduce_binomial_cost(const algo_shape_t *s);
+algo_cost_t reduce_rabenseifner_cost(const algo_shape_t *s);
+algo_cost_t reduce_direct_cost(const algo_shape_t *s);
+algo_cost_t reduce_oneshot_cost(const algo_shape_t *s);
+algo_cost_t alltoall_pairwise_cost(const algo_shape_t *s);
+algo_cost_t alltoall_bruck_cost(const algo_shape_t *s);
+algo_cost_t alltoall_ring_cost(const algo_shape_t *s);
+algo_cost_t alltoall_direct_cost(const algo_shape_t *s);
+algo_cost_t alltoall_cma_cost(const algo_shape_t *s);
+algo_cost_t barrier_dissemination_cost(const algo_shape_t *s);
+algo_cost_t barrier_direct_cost(const algo_shape_t *s);
 
 #endif

@@ -31,3 +31,11 @@ chorus_result_t allgather_bruck(prims_t *p, const coll_args_t *a)
     memcpy(a->recvbuf, tmp + head, (size_t)rank * block);
     return CHORUS_SUCCESS;
 }
+
+/* The terms of the comment above, for the cost model (algo.h). */
+algo_cost_t allgather_bruck_cost(const algo_shape_t *s)
+{
+    int p = s->p;
+    double n = s->n;
+    return (algo_cost_t){ALGO_LINK_NET, algo_log2_ceil(p), (p - 1.0) / p * n, n, 0};
+}

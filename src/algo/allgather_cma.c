@@ -32,3 +32,11 @@ chorus_result_t allgather_cma(prims_t *p, const coll_args_t *a)
     prims_direct_publish(p, 0);
     return prims_direct_wait_all(p, &slots);
 }
+
+/* The terms of the comment above, for the cost model (algo.h). */
+algo_cost_t allgather_cma_cost(const algo_shape_t *s)
+{
+    int p = s->p;
+    double n = s->n;
+    return (algo_cost_t){ALGO_LINK_ARENA, 2, 0, (p - 1.0) / p * n, 0};
+}

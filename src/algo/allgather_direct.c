@@ -25,3 +25,11 @@ chorus_result_t allgather_direct(prims_t *p, const coll_args_t *a)
     }
     return CHORUS_SUCCESS;
 }
+
+/* The terms of the comment above, for the cost model (algo.h). */
+algo_cost_t allgather_direct_cost(const algo_shape_t *s)
+{
+    int p = s->p;
+    double n = s->n;
+    return (algo_cost_t){ALGO_LINK_ARENA, algo_pieces(n, p * s->slot), 0, n / p + n, 0};
+}

@@ -30,3 +30,12 @@ chorus_result_t allgather_rd(prims_t *p, const coll_args_t *a)
     if (l.fold.partner >= 0) CHECK(prims_send(p, l.fold.partner, buf, total));
     return CHORUS_SUCCESS;
 }
+
+/* The terms of the comment above, for the cost model (algo.h). */
+algo_cost_t allgather_rd_cost(const algo_shape_t *s)
+{
+    int p = s->p;
+    double n = s->n;
+    int pv = algo_pow2_floor(p), odd = pv != p;
+    return (algo_cost_t){ALGO_LINK_NET, algo_log2_ceil(pv) + 2 * odd, (pv - 1.0) / pv * n + odd * (n + n / p), 0, 0};
+}

@@ -18,3 +18,11 @@ chorus_result_t allgather_ring(prims_t *p, const coll_args_t *a)
     if (a->sendbuf != own) memcpy(own, a->sendbuf, block);
     return ring_allgather(p, a->recvbuf, a->count * (size_t)n, elem, 0);
 }
+
+/* The terms of the comment above, for the cost model (algo.h). */
+algo_cost_t allgather_ring_cost(const algo_shape_t *s)
+{
+    int p = s->p;
+    double n = s->n;
+    return (algo_cost_t){ALGO_LINK_NET, p - 1.0, (p - 1.0) / p * n, 0, 0};
+}

@@ -28,3 +28,14 @@ chorus_result_t allreduce_dbt(prims_t *p, const coll_args_t *a)
     }
     return prims_trees(p, PRIMS_TREE_ALLREDUCE, t, 2, &red);
 }
+
+/* The terms of the comment above, for the cost model (algo.h). */
+algo_cost_t allreduce_dbt_cost(const algo_shape_t *s)
+{
+    int p = s->p;
+    double n = s->n;
+    /* The seed's analysis (two trees, each level moving n/2 per tree, in sequence), which does not credit
+     * the pipelining: for large n the busiest rank's 2n bounds the real time. */
+    double h = algo_log2_ceil(p);
+    return (algo_cost_t){ALGO_LINK_NET, 2 * h, h * n, 0, n};
+}

@@ -38,3 +38,14 @@ chorus_result_t allreduce_rhd(prims_t *p, const coll_args_t *a)
     if (l.fold.partner >= 0) CHECK(prims_send(p, l.fold.partner, buf, bytes));
     return CHORUS_SUCCESS;
 }
+
+/* The terms of the comment above, for the cost model (algo.h). */
+algo_cost_t allreduce_rhd_cost(const algo_shape_t *s)
+{
+    int p = s->p;
+    double n = s->n;
+    int pv = algo_pow2_floor(p), odd = pv != p;
+    double lg = algo_log2_ceil(pv);
+    return (algo_cost_t){ALGO_LINK_NET, 2 * lg + 2 * odd, 2.0 * (pv - 1) / pv * n + 2.0 * odd * n, 0,
+                         (pv - 1.0) / pv * n + odd * n};
+}

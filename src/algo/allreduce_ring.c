@@ -24,3 +24,11 @@ chorus_result_t allreduce_ring(prims_t *p, const coll_args_t *a)
     reduce_finish(layout.base + off * red.elem, cnt, a->dtype, a->op, n);
     return ring_allgather(p, a->recvbuf, a->count, red.elem, 1);
 }
+
+/* The terms of the comment above, for the cost model (algo.h). */
+algo_cost_t allreduce_ring_cost(const algo_shape_t *s)
+{
+    int p = s->p;
+    double n = s->n;
+    return (algo_cost_t){ALGO_LINK_NET, 2.0 * (p - 1), 2.0 * (p - 1) / p * n, 0, (p - 1.0) / p * n};
+}

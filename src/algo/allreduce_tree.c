@@ -21,3 +21,12 @@ chorus_result_t allreduce_tree(prims_t *p, const coll_args_t *a)
     t.bytes = a->count * red.elem;
     return prims_trees(p, PRIMS_TREE_ALLREDUCE, &t, 1, &red);
 }
+
+/* The terms of the comment above, for the cost model (algo.h). */
+algo_cost_t allreduce_tree_cost(const algo_shape_t *s)
+{
+    int p = s->p;
+    double n = s->n;
+    double h = algo_log2_ceil(p), k = algo_pieces(n, s->chunk);
+    return (algo_cost_t){ALGO_LINK_NET, 2 * h + k - 1, (2 * h + k - 1) * 3 * n / k, 0, 2 * n};
+}

@@ -46,3 +46,12 @@ chorus_result_t alltoall_bruck(prims_t *p, const coll_args_t *a)
     for (int j = 0; j < n; j++) memcpy(recv + (size_t)plan_mod(rank - j, n) * block, tmp + (size_t)j * block, block);
     return CHORUS_SUCCESS;
 }
+
+/* The terms of the comment above, for the cost model (algo.h). */
+algo_cost_t alltoall_bruck_cost(const algo_shape_t *s)
+{
+    int p = s->p;
+    double n = s->n;
+    double lg = algo_log2_ceil(p);
+    return (algo_cost_t){ALGO_LINK_NET, lg, n / 2 * lg, 2 * n + n / 2 * lg, 0};
+}

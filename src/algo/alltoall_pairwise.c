@@ -32,3 +32,11 @@ chorus_result_t alltoall_pairwise(prims_t *p, const coll_args_t *a)
     }
     return CHORUS_SUCCESS;
 }
+
+/* The terms of the comment above, for the cost model (algo.h). */
+algo_cost_t alltoall_pairwise_cost(const algo_shape_t *s)
+{
+    int p = s->p;
+    double n = s->n;
+    return (algo_cost_t){ALGO_LINK_NET, p - 1.0, (p - 1.0) / p * n, 0, 0};
+}

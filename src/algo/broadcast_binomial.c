@@ -24,3 +24,13 @@ chorus_result_t broadcast_binomial(prims_t *p, const coll_args_t *a)
     t.bytes = bytes;
     return prims_trees(p, PRIMS_TREE_BROADCAST, &t, 1, NULL);
 }
+
+/* The terms of the comment above, for the cost model (algo.h). */
+algo_cost_t broadcast_binomial_cost(const algo_shape_t *s)
+{
+    int p = s->p;
+    double n = s->n;
+    /* The root sends n to each of its ceil(log2 p) children in turn, one message per chunk. */
+    double lg = algo_log2_ceil(p);
+    return (algo_cost_t){ALGO_LINK_NET, lg * algo_pieces(n, s->chunk), lg * n, 0, 0};
+}

@@ -20,3 +20,12 @@ chorus_result_t broadcast_chain(prims_t *p, const coll_args_t *a)
     if (rank == a->root && a->sendbuf != a->recvbuf) memcpy(a->recvbuf, a->sendbuf, bytes);
     return prims_chain_copy(p, prev, next, a->recvbuf, bytes);
 }
+
+/* The terms of the comment above, for the cost model (algo.h). */
+algo_cost_t broadcast_chain_cost(const algo_shape_t *s)
+{
+    int p = s->p;
+    double n = s->n;
+    double k = algo_pieces(n, s->chunk);
+    return (algo_cost_t){ALGO_LINK_NET, p - 1 + k - 1, (p - 1 + k - 1) * n / k, 0, 0};
+}

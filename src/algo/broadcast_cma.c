@@ -31,3 +31,10 @@ chorus_result_t broadcast_cma(prims_t *p, const coll_args_t *a)
     prims_direct_publish(p, 0);
     return prims_direct_wait_all(p, &slots);
 }
+
+/* The terms of the comment above, for the cost model (algo.h). */
+algo_cost_t broadcast_cma_cost(const algo_shape_t *s)
+{
+    double n = s->n;
+    return (algo_cost_t){ALGO_LINK_ARENA, 2, 0, n, 0};
+}

@@ -32,3 +32,10 @@ chorus_result_t broadcast_direct(prims_t *p, const coll_args_t *a)
     }
     return CHORUS_SUCCESS;
 }
+
+/* The terms of the comment above, for the cost model (algo.h). */
+algo_cost_t broadcast_direct_cost(const algo_shape_t *s)
+{
+    double n = s->n;
+    return (algo_cost_t){ALGO_LINK_ARENA, algo_pieces(n, s->slot), 0, 2 * n, 0};
+}

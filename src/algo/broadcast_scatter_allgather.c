@@ -41,3 +41,11 @@ chorus_result_t broadcast_scatter_allgather(prims_t *p, const coll_args_t *a)
     }
     return ring_allgather(p, buf, a->count, elem, -a->root);
 }
+
+/* The terms of the comment above, for the cost model (algo.h). */
+algo_cost_t broadcast_scatter_allgather_cost(const algo_shape_t *s)
+{
+    int p = s->p;
+    double n = s->n;
+    return (algo_cost_t){ALGO_LINK_NET, algo_log2_ceil(p) + p - 1, 2.0 * (p - 1) / p * n, 0, 0};
+}

@@ -26,3 +26,13 @@ chorus_result_t reduce_binomial(prims_t *p, const coll_args_t *a)
     if (t.parent < 0) reduce_finish(a->recvbuf, a->count, a->dtype, a->op, prims_nranks(p));
     return CHORUS_SUCCESS;
 }
+
+/* The terms of the comment above, for the cost model (algo.h). */
+algo_cost_t reduce_binomial_cost(const algo_shape_t *s)
+{
+    int p = s->p;
+    double n = s->n;
+    /* The root receives and combines n from each of its ceil(log2 p) children in turn. */
+    double lg = algo_log2_ceil(p);
+    return (algo_cost_t){ALGO_LINK_NET, lg * algo_pieces(n, s->chunk), lg * n, 0, lg * n};
+}

@@ -23,3 +23,12 @@ chorus_result_t reduce_chain(prims_t *p, const coll_args_t *a)
     if (next < 0) reduce_finish(a->recvbuf, a->count, a->dtype, a->op, n);
     return CHORUS_SUCCESS;
 }
+
+/* The terms of the comment above, for the cost model (algo.h). */
+algo_cost_t reduce_chain_cost(const algo_shape_t *s)
+{
+    int p = s->p;
+    double n = s->n;
+    double k = algo_pieces(n, s->chunk);
+    return (algo_cost_t){ALGO_LINK_NET, p - 1 + k - 1, (p - 1 + k - 1) * n / k, 0, n};
+}

@@ -11,3 +11,11 @@
 #include "algo/direct.h"
 
 chorus_result_t reduce_direct(prims_t *p, const coll_args_t *a) { return direct_twoshot(p, a, 0); }
+
+/* The terms of the comment above, for the cost model (algo.h). */
+algo_cost_t reduce_direct_cost(const algo_shape_t *s)
+{
+    int p = s->p;
+    double n = s->n;
+    return (algo_cost_t){ALGO_LINK_ARENA, 2 * algo_pieces(n, s->slot), 0, 2 * n + n / p, (p - 1.0) / p * n};
+}

@@ -10,3 +10,11 @@
 #include "algo/direct.h"
 
 chorus_result_t reduce_oneshot(prims_t *p, const coll_args_t *a) { return direct_oneshot(p, a, 0); }
+
+/* The terms of the comment above, for the cost model (algo.h). */
+algo_cost_t reduce_oneshot_cost(const algo_shape_t *s)
+{
+    int p = s->p;
+    double n = s->n;
+    return (algo_cost_t){ALGO_LINK_ARENA, algo_pieces(n, s->slot), 0, 2 * n, (p - 1.0) * n};
+}

@@ -39,3 +39,13 @@ chorus_result_t reduce_rabenseifner(prims_t *p, const coll_args_t *a)
     size_t lo = rhd_elem(&l, v), hi = rhd_elem(&l, v + plan_binomial_size(v, pv));
     return prims_send(p, rhd_rank(&l, plan_binomial_parent(v)), (char *)work + lo * red.elem, (hi - lo) * red.elem);
 }
+
+/* The terms of the comment above, for the cost model (algo.h). */
+algo_cost_t reduce_rabenseifner_cost(const algo_shape_t *s)
+{
+    int p = s->p;
+    double n = s->n;
+    int pv = algo_pow2_floor(p), odd = pv != p;
+    return (algo_cost_t){ALGO_LINK_NET, 2 * algo_log2_ceil(pv) + odd, 2.0 * (pv - 1) / pv * n + odd * n, 0,
+                         (pv - 1.0) / pv * n + odd * n};
+}

@@ -41,3 +41,13 @@ chorus_result_t reduce_scatter_rhd(prims_t *p, const coll_args_t *a)
     reduce_finish(a->recvbuf, a->count, a->dtype, a->op, n);
     return CHORUS_SUCCESS;
 }
+
+/* The terms of the comment above, for the cost model (algo.h). */
+algo_cost_t reduce_scatter_rhd_cost(const algo_shape_t *s)
+{
+    int p = s->p;
+    double n = s->n;
+    int pv = algo_pow2_floor(p), odd = pv != p;
+    return (algo_cost_t){ALGO_LINK_NET, algo_log2_ceil(pv) + 2 * odd, (pv - 1.0) / pv * n + odd * (n + n / p), 0,
+                         (pv - 1.0) / pv * n + odd * n};
+}

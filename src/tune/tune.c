@@ -1,0 +1,325 @@
+/* The cost model's arithmetic, its parameters and tuning files (tune.h). */
+#include "tune/tune.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/params.h"
+#include "util/util.h"
+
+static const char *const link_names[TUNE_LINK_COUNT] = {"shm", "tcp", "arena"};
+
+const char *tune_link_name(tune_link_t link) { return link < TUNE_LINK_COUNT ? link_names[link] : "?"; }
+
+/* Measured with `chorusrun -n 2 chorus-tune` on the reference machine (docs/tuning.md: a 2-core VM,
+ * Debian 12); a tuning file or the measurement at init replaces them. */
+void tune_params_builtin(tune_params_t *tp)
+{
+    *tp = (tune_params_t){.alpha = {[TUNE_LINK_SHM] = 2.0e-6, [TUNE_LINK_TCP] = 20e-6, [TUNE_LINK_ARENA] = 0.5e-6},
+                          .beta = {[TUNE_LINK_SHM] = 4.0e9, [TUNE_LINK_TCP] = 2.5e9},
+                          .beta_copy = 8e9,
+                          .gamma = 0.25e-9,
+                          .cores = 2};
+    snprintf(tp->source, sizeof(tp->source), "built in (the reference machine)");
+}
+
+double tune_predict(const tune_params_t *tp, const tune_comm_t *tc, const algo_desc_t *d, double n)
+{
+    algo_shape_t shape = {.p = tc->nranks, .n = n, .chunk = tc->chunk, .slot = tc->slot};
+    algo_cost_t c = d->cost(&shape);
+    tune_link_t link = c.link == ALGO_LINK_ARENA ? TUNE_LINK_ARENA : tc->net;
+    double t = c.steps * tp->alpha[link] + c.copied / tp->beta_copy + c.reduced * tp->gamma;
+    if (c.bytes > 0) t += c.bytes / tp->beta[link];
+    double share = tc->cores > 0 && tc->ranks_per_host > tc->cores ? (double)tc->ranks_per_host / tc->cores : 1;
+    return share * t;
+}
+
+static int tune_usable(const algo_desc_t *d, size_t i, coll_kind_t coll, const tune_comm_t *tc,
+                       const algo_config_t *allowed)
+{
+    return d->coll == coll && (!allowed || (allowed->allowed >> i & 1)) && algo_supported(d, &tc->caps);
+}
+
+const algo_desc_t *tune_model_choice(const tune_params_t *tp, const tune_comm_t *tc, coll_kind_t coll, double n,
+                                     const algo_config_t *allowed)
+{
+    size_t count;
+    const algo_desc_t *table = algo_registry(&count), *best = NULL;
+    double best_t = INFINITY;
+    for (size_t i = 0; i < count; i++) {
+        if (!tune_usable(&table[i], i, coll, tc, allowed)) continue;
+        double t = tune_predict(tp, tc, &table[i], n);
+        if (t < best_t) {
+            best_t = t;
+            best = &table[i];
+        }
+    }
+    return best;
+}
+
+const algo_desc_t *tune_rule_choice(const tune_file_t *tf, const tune_comm_t *tc, coll_kind_t coll, double n,
+                                    const algo_config_t *allowed)
+{
+    size_t count;
+    const algo_desc_t *table = algo_registry(&count);
+    for (int r = 0; r < tf->nrules; r++) {
+        const tune_rule_t *rule = &tf->rules[r];
+        if (rule->coll != coll || tc->nranks < rule->min_ranks || n < rule->min_bytes ||
+            (rule->max_bytes > 0 && n > rule->max_bytes))
+            continue;
+        if (tune_usable(&table[rule->entry], rule->entry, coll, tc, allowed)) return &table[rule->entry];
+    }
+    return NULL;
+}
+
+void tune_machine(char *buf, size_t len, int *cores_p)
+{
+    char host[64] = "?", cpu[96] = "?", line[256];
+    gethostname(host, sizeof(host) - 1);
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    while (f && fgets(line, sizeof(line), f)) {
+        char *colon = strchr(line, ':');
+        if (strncmp(line, "model name", 10) != 0 || !colon) continue;
+        snprintf(cpu, sizeof(cpu), "%s", colon + 2);
+        cpu[strcspn(cpu, "\n")] = 0;
+        break;
+    }
+    if (f) fclose(f);
+    cpu_set_t set;
+    int cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores_p) *cores_p = cores;
+    snprintf(buf, len, "%s cores %d cpu %s", host, cores, cpu);
+}
+
+int tune_parse_value(const char *text, double *v_p)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text || !(v >= 0)) return -1;
+    static const struct { const char *unit; double scale; } units[] = {
+        {"", 1},       {"s", 1},         {"ms", 1e-3},   {"us", 1e-6},   {"ns", 1e-9},     {"B/s", 1},
+        {"KB/s", 1e3}, {"MB/s", 1e6},    {"GB/s", 1e9},  {"KiB/s", 1024}, {"MiB/s", 1048576}, {"GiB/s", 1073741824},
+    };
+    for (size_t i = 0; i < CHORUS_ARRAY_SIZE(units); i++)
+        if (strcasecmp(end, units[i].unit) == 0) {
+            *v_p = v * units[i].scale;
+            return 0;
+        }
+    return -1;
+}
+
+static int tune_find_link(const char *name)
+{
+    for (int l = 0; l < TUNE_LINK_COUNT; l++)
+        if (strcasecmp(name, link_names[l]) == 0) return l;
+    return -1;
+}
+
+/* One "rule" line's words after "rule". */
+static int tune_parse_rule(char **w, int nw, tune_rule_t *rule, char *err, size_t errlen)
+{
+    if (nw < 2) {
+        snprintf(err, errlen, "a rule names a collective and an algorithm");
+        return -1;
+    }
+    size_t count;
+    const algo_desc_t *table = algo_registry(&count);
+    size_t i = 0;
+    while (i < count && !(strcasecmp(coll_name(table[i].coll), w[0]) == 0 && strcasecmp(table[i].name, w[1]) == 0)) i++;
+    if (i == count) {
+        snprintf(err, errlen, "no algorithm \"%s\" for collective \"%s\" (chorus-perf -a all lists them)", w[1], w[0]);
+        return -1;
+    }
+    *rule = (tune_rule_t){.coll = table[i].coll, .entry = i};
+    for (int k = 2; k < nw; k++) {
+        int64_t v;
+        if (strncmp(w[k], "ranks>=", 7) == 0 && params_parse_int(w[k] + 7, &v) == 0 && v > 0 && v <= INT32_MAX)
+            rule->min_ranks = (int)v;
+        else if (strncmp(w[k], "bytes>=", 7) == 0 && params_parse_size(w[k] + 7, &v) == 0)
+            rule->min_bytes = (double)v;
+        else if (strncmp(w[k], "bytes<=", 7) == 0 && params_parse_size(w[k] + 7, &v) == 0 && v > 0)
+            rule->max_bytes = (double)v;
+        else {
+            snprintf(err, errlen, "\"%s\": a rule's bounds are ranks>=P, bytes>=N and bytes<=N (sizes as 64K, 4M)", w[k]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* One line, split into words. */
+static int tune_parse_line(tune_file_t *tf, char **w, int nw, int *version_p, char *err, size_t errlen)
+{
+    double v;
+    int link;
+    if (strcmp(w[0], "chorus-tuning") == 0) {
+        if (nw != 2 || strcmp(w[1], "1") != 0) {
+            snprintf(err, errlen, "version %s: this library reads version 1", nw > 1 ? w[1] : "(none)");
+            return -1;
+        }
+        *version_p = 1;
+        return 0;
+    }
+    if (!*version_p) {
+        snprintf(err, errlen, "the file must start with \"chorus-tuning 1\" (is it a tuning file?)");
+        return -1;
+    }
+    if (strcmp(w[0], "machine") == 0 || strcmp(w[0], "date") == 0) {
+        if (strcmp(w[0], "machine") == 0) {
+            size_t used = 0;
+            tf->machine[0] = 0;
+            for (int k = 1; k < nw && used < sizeof(tf->machine); k++)
+                used += (size_t)snprintf(tf->machine + used, sizeof(tf->machine) - used, "%s%s", k > 1 ? " " : "", w[k]);
+            for (int k = 1; k + 1 < nw; k++)
+                if (strcmp(w[k], "cores") == 0) tf->params.cores = atoi(w[k + 1]);
+        }
+        return 0;
+    }
+    if (strcmp(w[0], "alpha") == 0 && nw == 3 && (link = tune_find_link(w[1])) >= 0 && tune_parse_value(w[2], &v) == 0) {
+        tf->params.alpha[link] = v;
+        return 0;
+    }
+    if (strcmp(w[0], "beta") == 0 && nw == 3 && strcmp(w[1], "copy") == 0 && tune_parse_value(w[2], &v) == 0 && v > 0) {
+        tf->params.beta_copy = v;
+        return 0;
+    }
+    if (strcmp(w[0], "beta") == 0 && nw == 3 && (link = tune_find_link(w[1])) >= 0 && link != TUNE_LINK_ARENA &&
+        tune_parse_value(w[2], &v) == 0 && v > 0) {
+        tf->params.beta[link] = v;
+        return 0;
+    }
+    if (strcmp(w[0], "gamma") == 0 && nw == 2 && tune_parse_value(w[1], &v) == 0) {
+        tf->params.gamma = v;
+        return 0;
+    }
+    if (strcmp(w[0], "rule") == 0) {
+        if (tf->nrules == TUNE_MAX_RULES) {
+            snprintf(err, errlen, "more than %d rules", TUNE_MAX_RULES);
+            return -1;
+        }
+        if (tune_parse_rule(w + 1, nw - 1, &tf->rules[tf->nrules], err, errlen) != 0) return -1;
+        tf->nrules++;
+        return 0;
+    }
+    snprintf(err, errlen, "cannot read \"%s ...\" (expected alpha shm|tcp|arena T, beta shm|tcp|copy RATE, gamma T, "
+             "rule COLL ALGO [bounds], machine, date)", w[0]);
+    return -1;
+}
+
+chorus_result_t tune_file_read(const char *path, tune_file_t *tf, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "CHORUS_TUNING_FILE=%s: cannot open it: %s", path, strerror(errno));
+        return CHORUS_ERR_INVALID_ARGUMENT;
+    }
+    char line[512], why[256];
+    int lineno = 0, version = 0;
+    chorus_result_t res = CHORUS_SUCCESS;
+    while (res == CHORUS_SUCCESS && fgets(line, sizeof(line), f)) {
+        lineno++;
+        char *w[16], *save, *tok;
+        int nw = 0;
+        for (tok = strtok_r(line, " \t\r\n", &save); tok && nw < 16; tok = strtok_r(NULL, " \t\r\n", &save)) w[nw++] = tok;
+        if (nw == 0 || w[0][0] == '#') continue;
+        if (tune_parse_line(tf, w, nw, &version, why, sizeof(why)) != 0) {
+            snprintf(err, errlen, "CHORUS_TUNING_FILE=%s line %d: %s", path, lineno, why);
+            res = CHORUS_ERR_INVALID_ARGUMENT;
+        }
+    }
+    fclose(f);
+    if (res == CHORUS_SUCCESS && !version) {
+        snprintf(err, errlen, "CHORUS_TUNING_FILE=%s: empty, or not a tuning file (no \"chorus-tuning 1\")", path);
+        res = CHORUS_ERR_INVALID_ARGUMENT;
+    }
+    if (res == CHORUS_SUCCESS) snprintf(tf->params.source, sizeof(tf->params.source), "tuning file %.140s", path);
+    return res;
+}
+
+chorus_result_t tune_file_write(const char *path, const tune_params_t *tp, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        return CHORUS_ERR_INVALID_ARGUMENT;
+    }
+    char machine[256], date[64];
+    tune_machine(machine, sizeof(machine), NULL);
+    time_t now = time(NULL);
+    struct tm tm;
+    strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
+    fprintf(f, "chorus-tuning 1\n# written by chorus-tune; read through CHORUS_TUNING_FILE (docs/tuning.md)\n");
+    fprintf(f, "machine %s\ndate %s\n", machine, date);
+    for (int l = 0; l < TUNE_LINK_COUNT; l++) fprintf(f, "alpha %s %.4gus\n", link_names[l], tp->alpha[l] * 1e6);
+    for (int l = 0; l < TUNE_LINK_ARENA; l++) fprintf(f, "beta %s %.4gGB/s\n", link_names[l], tp->beta[l] / 1e9);
+    fprintf(f, "beta copy %.4gGB/s\ngamma %.4gns\n", tp->beta_copy / 1e9, tp->gamma * 1e9);
+    fprintf(f, "# rules, tried in order before the model: rule COLLECTIVE ALGORITHM [ranks>=P] [bytes>=N] [bytes<=N]\n");
+    if (fclose(f) != 0) {
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        return CHORUS_ERR_SYSTEM;
+    }
+    return CHORUS_SUCCESS;
+}
+
+/* Best of a few timed runs: the machine is shared, and the least disturbed run is the closest to what
+ * the hardware does. */
+static double tune_best_of(void (*fn)(void *), void *arg, int runs)
+{
+    double best = INFINITY;
+    for (int r = 0; r < runs; r++) {
+        int64_t t0 = time_now_ns();
+        fn(arg);
+        double t = (double)(time_now_ns() - t0) * 1e-9;
+        if (t < best) best = t;
+    }
+    return best;
+}
+
+typedef struct tune_bufs {
+    float *a, *b, *c;
+    size_t count;
+} tune_bufs_t;
+
+static void tune_copy_once(void *arg)
+{
+    tune_bufs_t *m = arg;
+    memcpy(m->c, m->a, m->count * sizeof(float));
+    __asm__ volatile("" ::: "memory");
+}
+
+static void tune_reduce_once(void *arg)
+{
+    tune_bufs_t *m = arg;
+    reduce_apply3(m->c, m->a, m->b, m->count, chorus_float32, chorus_sum);
+}
+
+void tune_measure_local(tune_params_t *tp, double budget_s)
+{
+    /* 256 KiB per buffer: what a chunk or an arena slot holds, out of the last-level cache of most hosts
+     * once three of them and the rest of the process compete for it. */
+    tune_bufs_t m = {.count = 64 << 10};
+    m.a = malloc(m.count * sizeof(float));
+    m.b = malloc(m.count * sizeof(float));
+    m.c = malloc(m.count * sizeof(float));
+    if (!m.a || !m.b || !m.c) goto out;
+    for (size_t i = 0; i < m.count; i++) m.a[i] = m.b[i] = m.c[i] = (float)i;
+    int runs = budget_s > 0 ? CHORUS_MAX(3, (int)(budget_s / 2 / 50e-6)) : 3;
+    runs = CHORUS_MIN(runs, 200);
+    double bytes = (double)(m.count * sizeof(float));
+    double copy = tune_best_of(tune_copy_once, &m, runs), red = tune_best_of(tune_reduce_once, &m, runs);
+    if (copy > 0) tp->beta_copy = bytes / copy;
+    if (red > 0) tp->gamma = red / bytes;
+out:
+    free(m.a);
+    free(m.b);
+    free(m.c);
+}

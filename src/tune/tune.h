@@ -1,0 +1,99 @@
+/*
+ * The cost model: the alpha-beta-gamma parameters of the links a communicator uses, the time each
+ * algorithm's cost terms (algo.h) predict with them, and where the parameters come from (built in,
+ * a tuning file written by chorus-tune, or a short measurement at init). docs/tuning.md.
+ *
+ *     T = s (steps alpha[link] + bytes / beta[link] + copied / beta_copy + reduced gamma)
+ *
+ * link: the pair connections (shared-memory rings inside a host, TCP between hosts) or the host arena;
+ * s = max(1, ranks on the busiest host / its cores): ranks that outnumber the cores share them, and every
+ * term here is work those cores do (copies, reductions, the scheduling a wait costs).
+ */
+#ifndef CHORUS_TUNE_H
+#define CHORUS_TUNE_H
+
+#include <stddef.h>
+
+#include "algo/algo.h"
+
+typedef enum { TUNE_LINK_SHM, TUNE_LINK_TCP, TUNE_LINK_ARENA, TUNE_LINK_COUNT } tune_link_t;
+
+typedef struct tune_params {
+    double alpha[TUNE_LINK_COUNT]; /* seconds per step (arena: per synchronisation) */
+    double beta[TUNE_LINK_COUNT];  /* bytes per second through a rank's link (arena: unused) */
+    double beta_copy;              /* bytes per second of a local memory copy */
+    double gamma;                  /* seconds per byte reduced (float32 sum) */
+    int cores;                     /* of the host the parameters were measured on */
+    char source[160];              /* where they come from, for the logs */
+} tune_params_t;
+
+/* A communicator as the model sees it. */
+typedef struct tune_comm {
+    int nranks;
+    int ranks_per_host; /* on the busiest host */
+    int cores;          /* of this host */
+    tune_link_t net;    /* what the pair connections' slowest hop is: SHM on one host, TCP across hosts */
+    algo_caps_t caps;
+    double chunk, slot;
+} tune_comm_t;
+
+const char *tune_link_name(tune_link_t link);
+
+/* The parameters measured on the reference machine (docs/tuning.md says how and when). */
+void tune_params_builtin(tune_params_t *tp);
+
+/* Predicted seconds for algorithm d moving n bytes (the whole buffer, as algo_shape_t says). */
+double tune_predict(const tune_params_t *tp, const tune_comm_t *tc, const algo_desc_t *d, double n);
+
+/* The supported algorithm of a collective with the smallest prediction (ties: registry order), among
+ * those allowed (NULL: any). */
+const algo_desc_t *tune_model_choice(const tune_params_t *tp, const tune_comm_t *tc, coll_kind_t coll, double n,
+                                     const algo_config_t *allowed);
+
+/*
+ * Tuning files (text, versioned): written by chorus-tune, read through CHORUS_TUNING_FILE.
+ *     chorus-tuning 1
+ *     machine <host> cores <n> cpu <model...>
+ *     date <ISO 8601>
+ *     alpha shm|tcp|arena <seconds>
+ *     beta shm|tcp <bytes per second>
+ *     beta copy <bytes per second>
+ *     gamma <seconds per byte>
+ *     rule <collective> <algorithm> [ranks>=P] [bytes>=N] [bytes<=N]
+ * Blank lines and lines starting with # are ignored. Rules apply in file order, before the model.
+ */
+#define TUNE_MAX_RULES 64
+typedef struct tune_rule {
+    coll_kind_t coll;
+    size_t entry; /* registry index */
+    int min_ranks;
+    double min_bytes, max_bytes; /* max 0: no bound */
+} tune_rule_t;
+
+typedef struct tune_file {
+    tune_params_t params;
+    char machine[160];
+    tune_rule_t rules[TUNE_MAX_RULES];
+    int nrules;
+} tune_file_t;
+
+/* Reads path over *tf (whose params should hold the defaults: a file may give only some). On error,
+ * err names the line and what is wrong. */
+chorus_result_t tune_file_read(const char *path, tune_file_t *tf, char *err, size_t errlen);
+/* Writes params (and no rules) to path, stamped with this machine and the time. */
+chorus_result_t tune_file_write(const char *path, const tune_params_t *tp, char *err, size_t errlen);
+/* The first rule of tf that fits the call and whose algorithm is allowed and supported, or NULL. */
+const algo_desc_t *tune_rule_choice(const tune_file_t *tf, const tune_comm_t *tc, coll_kind_t coll, double n,
+                                    const algo_config_t *allowed);
+
+/* "<number><unit>" in base units: s, ms, us, ns for times; B/s, KB/s, MB/s, GB/s (powers of 10) and
+ * KiB/s, MiB/s, GiB/s for rates; a bare number as is. 0 on success. */
+int tune_parse_value(const char *text, double *v_p);
+
+/* This machine's description: "host cores N cpu MODEL". */
+void tune_machine(char *buf, size_t len, int *cores_p);
+
+/* Local measurements (no peer involved), bounded to about budget_s seconds in all. */
+void tune_measure_local(tune_params_t *tp, double budget_s);
+
+#endif

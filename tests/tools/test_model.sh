@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# chorus-model: the seed's crossover, tuning files read back and refused with a reason, bad input named.
+# usage: test_model.sh CHORUS_MODEL
+set -u
+model=$1
+fail=0
+check() { # description, command's status (0 = as wanted)
+    if [ "$2" = 0 ]; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi
+}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# The seed (004): 8 ranks, alpha 5 us, beta 450 GB/s: ring and double binary tree cross at about 14.4 MB.
+out=$("$model" allreduce -p 8 --alpha 5us --beta 450GB/s)
+echo "$out" | grep "ring / dbt"
+mb=$(echo "$out" | sed -n 's/.*ring \/ dbt at \([0-9.]*\) MB.*/\1/p')
+check "ring/dbt crossover is 14.4 MB (got ${mb:-none})" "$([ "$mb" = 14.4 ] && echo 0 || echo 1)"
+check "dbt is the faster one below it" "$(echo "$out" | grep -q 'ring / dbt at .*dbt faster below, ring above' && echo 0 || echo 1)"
+# The crossover moves with alpha * beta, as the formula says: doubling alpha doubles it.
+mb2=$("$model" allreduce -p 8 --alpha 10us --beta 450GB/s | sed -n 's/.*ring \/ dbt at \([0-9.]*\) MB.*/\1/p')
+check "doubling alpha doubles the crossover (got ${mb2:-none})" "$([ "$mb2" = 28.8 ] && echo 0 || echo 1)"
+
+# A tuning file's parameters are used, and its rules parse.
+cat > "$tmp/good" <<'T'
+chorus-tuning 1
+machine test cores 2 cpu none
+# a comment
+alpha shm 5us
+beta shm 450GB/s
+gamma 0
+beta copy 1e30
+rule allreduce ring bytes>=64K
+rule allgather bruck ranks>=4 bytes<=1M
+T
+mbf=$("$model" allreduce -p 8 --tuning-file "$tmp/good" | sed -n 's/.*ring \/ dbt at \([0-9.]*\) MB.*/\1/p')
+check "a tuning file's alpha and beta give the same crossover (got ${mbf:-none})" "$([ "$mbf" = 14.4 ] && echo 0 || echo 1)"
+
+bad() { # file contents, what the error must say
+    printf '%s\n' "$1" > "$tmp/bad"
+    err=$("$model" allreduce -p 4 --tuning-file "$tmp/bad" 2>&1 >/dev/null)
+    status=$?
+    echo "  $err"
+    check "refused: $2" "$([ $status = 2 ] && echo "$err" | grep -q "$2" && echo 0 || echo 1)"
+}
+bad "alpha shm 5us" "must start with \"chorus-tuning 1\""
+bad "chorus-tuning 2" "this library reads version 1"
+bad $'chorus-tuning 1\nalpha nvlink 5us' "line 2"
+bad $'chorus-tuning 1\nrule allreduce warp' "no algorithm \"warp\""
+bad $'chorus-tuning 1\nrule allreduce ring bytes<=lots' "bytes<=lots"
+err=$("$model" allreduce -p 4 --tuning-file "$tmp/missing" 2>&1 >/dev/null)
+check "a missing file is named" "$(echo "$err" | grep -q "$tmp/missing" && echo 0 || echo 1)"
+err=$("$model" allreduce -p 8 --alpha fast 2>&1 >/dev/null)
+check "a bad value is named" "$(echo "$err" | grep -q -- "--alpha fast" && echo 0 || echo 1)"
+err=$("$model" allshuffle -p 8 2>&1 >/dev/null)
+check "an unknown collective is named" "$(echo "$err" | grep -q "allshuffle" && echo 0 || echo 1)"
+exit $fail
