@@ -2,6 +2,7 @@
  *     chorusrun -n 4 chorus-perf allreduce -b 8 -e 256M -f 4 [-a rhd | -a all]
  * The flags, rows and checks live in perf_common.c (shared with bench/mpi-perf); this file maps each
  * call onto the API and applies -a through CHORUS_ALGO. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,21 @@ static int chorus_run(void *ctx, const perf_call_t *c)
     if (res == CHORUS_SUCCESS) return 0;
     report(x->comm, perf_coll_name(c->coll), res);
     return -1;
+}
+
+/* The cost model's column: the collective as the library counts it (send/recv has no model). */
+static const char *chorus_predict(void *ctx, const perf_call_t *c, double *us_p)
+{
+    static const int kinds[PERF_NUM_COLLS] = {
+        [PERF_ALLREDUCE] = COLL_ALLREDUCE, [PERF_ALLGATHER] = COLL_ALLGATHER, [PERF_REDUCE_SCATTER] = COLL_REDUCE_SCATTER,
+        [PERF_BROADCAST] = COLL_BROADCAST, [PERF_REDUCE] = COLL_REDUCE,       [PERF_ALLTOALL] = COLL_ALLTOALL,
+        [PERF_SENDRECV] = -1,              [PERF_BARRIER] = COLL_BARRIER,
+    };
+    const chorus_ctx_t *x = ctx;
+    double s = NAN;
+    const char *algo = comm_model_predict(x->comm, kinds[c->coll], c->count, c->dtype, c->op, c->root, &s);
+    *us_p = s * 1e6;
+    return algo;
 }
 
 static int chorus_max_double(void *ctx, double *value)
@@ -169,6 +185,7 @@ static int run(const perf_opts_t *opts, chorus_ctx_t *x)
         .run = chorus_run,
         .allreduce_max_double = chorus_max_double,
         .allreduce_sum_int64 = chorus_sum_int64,
+        .predict = chorus_predict,
     };
     return perf_main(opts, &be);
 }

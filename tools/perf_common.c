@@ -467,6 +467,18 @@ static int run_row(row_t *row, int64_t bytes, totals_t *tot)
             printf("  %6s", "N/A");
     }
     if (modes < 2) print_na_columns();
+    if (row->be->predict) {
+        perf_call_t call = row_call(row, 0);
+        double model_us = NAN;
+        const char *algo = row->be->predict(row->be->ctx, &call, &model_us);
+        printf("  %12s", algo ? algo : "-");
+        if (isnan(model_us))
+            printf("  %9s  %7s", "N/A", "N/A");
+        else {
+            print_time(model_us);
+            printf("  %7.2f", us[0] / model_us);
+        }
+    }
     printf("\n");
     fflush(stdout);
     return 0;
@@ -498,8 +510,10 @@ static void print_header(const perf_opts_t *o, const perf_backend_t *be)
     printf("#\n#%63s%s%27s%s\n", "", "out-of-place", "", "in-place");
     printf("#%11s  %12s  %8s  %6s  %6s", "size", "count", "type", "redop", "root");
     for (int m = 0; m < 2; m++) printf("  %9s  %7s  %7s  %6s", "time", "algbw", "busbw", "#wrong");
+    if (be->predict) printf("  %12s  %9s  %7s", "algorithm", "model", "meas/");
     printf("\n#%11s  %12s  %8s  %6s  %6s", "(B)", "(elements)", "", "", "");
     for (int m = 0; m < 2; m++) printf("  %9s  %7s  %7s  %6s", "(us)", "(GB/s)", "(GB/s)", "");
+    if (be->predict) printf("  %12s  %9s  %7s", "(out-of-pl.)", "(us)", "model");
     printf("\n");
 }
 

@@ -62,6 +62,9 @@ typedef struct perf_backend {
     /* Each returns 0 on success; on failure it has already printed why. */
     int (*run)(void *ctx, const perf_call_t *call);
     int (*allreduce_max_double)(void *ctx, double *value);
+    /* Optional: the algorithm the call runs and the model's predicted time in microseconds (NaN: none),
+     * printed beside the measured time. */
+    const char *(*predict)(void *ctx, const perf_call_t *call, double *us_p);
     int (*allreduce_sum_int64)(void *ctx, int64_t *value);
 } perf_backend_t;
 

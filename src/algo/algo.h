@@ -116,10 +116,14 @@ chorus_result_t algo_config_parse(const char *text, algo_config_t *cfg_p, char *
 int algo_config_allows(const algo_config_t *cfg, const algo_desc_t *d);
 /* Whether the communicator meets the algorithm's restrictions. */
 int algo_supported(const algo_desc_t *d, const algo_caps_t *caps);
-/* The algorithm that serves this call: the first default rule that fits the call among the algorithms cfg
- * allows and caps supports, else the first such algorithm of the collective; if cfg allows none that caps
- * supports, the collective's first supported algorithm. */
-const algo_desc_t *algo_select(const coll_args_t *a, const algo_caps_t *caps, const algo_config_t *cfg);
+/* The bytes a call's cost is counted in: the whole buffer (algo_shape_t). */
+size_t algo_call_bytes(const coll_args_t *a, int nranks);
+/* The built-in rules' choice (measured on one host, docs/algorithms.md): the first rule that fits the call
+ * among the algorithms cfg allows and caps supports, or NULL. */
+const algo_desc_t *algo_rule_choice(coll_kind_t coll, size_t bytes, const algo_caps_t *caps, const algo_config_t *cfg);
+/* The collective's first algorithm that cfg allows and caps supports; if cfg allows none that caps
+ * supports, the first supported one. */
+const algo_desc_t *algo_first_supported(coll_kind_t coll, const algo_caps_t *caps, const algo_config_t *cfg);
 
 /* The prims_reduce_t for a call. */
 static inline prims_reduce_t algo_reduction(const coll_args_t *a)

@@ -54,8 +54,8 @@ static const algo_desc_t algo_table[] = {
 _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit per algorithm");
 #define ALGO_ALL (ALGO_COUNT == 64 ? ~0ull : (1ull << ALGO_COUNT) - 1)
 
-/* The default choice, until the tuning layer's cost model replaces it: for each collective, the first
- * rule that fits the call and whose algorithm is allowed and supported. n is the whole buffer (as in
+/* The built-in rules (CHORUS_TUNING=rules, after a tuning file's): for each collective, the first rule
+ * that fits the call and whose algorithm is allowed and supported. n is the whole buffer (as in
  * docs/algorithms.md), p the number of ranks; a zero bound is no bound. The bounds come from chorus-perf
  * runs on one host (docs/algorithms.md): the direct algorithms win inside a host up to the sizes given;
  * across hosts, latency-bound sizes take the log p algorithms, the rest the bandwidth-optimal ring or
@@ -261,18 +261,28 @@ static void resolve_rule_entries(void)
     }
 }
 
-const algo_desc_t *algo_select(const coll_args_t *a, const algo_caps_t *caps, const algo_config_t *cfg)
+const algo_desc_t *algo_rule_choice(coll_kind_t coll, size_t bytes, const algo_caps_t *caps, const algo_config_t *cfg)
 {
     pthread_once(&rule_entries_once, resolve_rule_entries);
-    size_t bytes = a->count * dtype_size(a->dtype);
-    if (a->coll == COLL_ALLGATHER || a->coll == COLL_REDUCE_SCATTER || a->coll == COLL_ALLTOALL)
-        bytes *= (size_t)caps->nranks; /* count is per rank */
     for (size_t r = 0; r < CHORUS_ARRAY_SIZE(algo_rules); r++) {
         size_t i = rule_entry[r];
-        if (i < ALGO_COUNT && rule_fits(&algo_rules[r], a->coll, bytes, caps->nranks) && (cfg->allowed >> i & 1) &&
+        if (i < ALGO_COUNT && rule_fits(&algo_rules[r], coll, bytes, caps->nranks) && (cfg->allowed >> i & 1) &&
             algo_supported(&algo_table[i], caps))
             return &algo_table[i];
     }
-    const algo_desc_t *d = algo_allowed(a->coll, caps, cfg);
-    return d ? d : algo_allowed(a->coll, caps, NULL);
+    return NULL;
+}
+
+const algo_desc_t *algo_first_supported(coll_kind_t coll, const algo_caps_t *caps, const algo_config_t *cfg)
+{
+    const algo_desc_t *d = algo_allowed(coll, caps, cfg);
+    return d ? d : algo_allowed(coll, caps, NULL);
+}
+
+size_t algo_call_bytes(const coll_args_t *a, int nranks)
+{
+    size_t bytes = a->count * dtype_size(a->dtype);
+    if (a->coll == COLL_ALLGATHER || a->coll == COLL_REDUCE_SCATTER || a->coll == COLL_ALLTOALL)
+        bytes *= (size_t)nranks; /* count is per rank */
+    return bytes;
 }

@@ -102,10 +102,7 @@ static int64_t coll_begin(chorus_comm_t comm, const char *name, uint32_t tag, ui
 
 static chorus_result_t coll_run_algo(chorus_comm_t comm, const coll_args_t *a)
 {
-    algo_caps_t caps = {.nranks = comm->nranks,
-                        .direct = prims_direct_bytes(&comm->prims) > 0,
-                        .single_copy = prims_direct_single_copy(&comm->prims)};
-    const algo_desc_t *algo = algo_select(a, &caps, &comm->algo);
+    const algo_desc_t *algo = tune_select(&comm->tune, a, &comm->algo);
     if (!algo) return comm_error(comm, CHORUS_ERR_INTERNAL, "%s: no algorithm registered", coll_name(a->coll));
     if (!algo_config_allows(&comm->algo, algo) && !comm->algo_fallback_logged++)
         LOG_WARN(LOG_SUB_ALGO, "CHORUS_ALGO allows no %s algorithm this communicator supports (those that need direct "

@@ -95,15 +95,43 @@ static void comm_check_shm_space(chorus_comm_t comm, const bootstrap_t *bs)
 }
 
 /* Spin without yielding only while this host's ranks fit its processors (those this process may run on). */
+static int comm_cpus(void)
+{
+    cpu_set_t set;
+    return sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+}
+
 static void comm_decide_yield(chorus_comm_t comm, const bootstrap_t *bs)
 {
     int local = 0;
     for (int i = 0; i < comm->nranks; i++) local += comm_same_host(bs, i, comm->rank);
-    cpu_set_t set;
-    int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int cpus = comm_cpus();
     comm->engine.yield = local > cpus;
     LOG_INFO(LOG_SUB_INIT, "%d ranks on this host, %d processors: %s while waiting", local, cpus,
              comm->engine.yield ? "yield" : "spin");
+}
+
+/* What the cost model needs of the layout: the most ranks any host has, and the rank rank 0 measures its
+ * link with (the first rank on another host, else rank 1). O(ranks x hosts). */
+static chorus_result_t comm_setup_tuning(chorus_comm_t comm, const bootstrap_t *bs)
+{
+    int *first = malloc(sizeof(int) * (size_t)comm->nhosts), *count = calloc((size_t)comm->nhosts, sizeof(int));
+    if (!first || !count) {
+        free(first);
+        free(count);
+        return comm_error(comm, CHORUS_ERR_NO_MEMORY, "init: out of memory");
+    }
+    int hosts = 0, most = 0, partner = comm->nranks > 1 ? 1 : 0;
+    for (int i = 0; i < comm->nranks; i++) {
+        int h = 0;
+        while (h < hosts && !comm_same_host(bs, i, first[h])) h++;
+        if (h == hosts && hosts < comm->nhosts) first[hosts++] = i;
+        if (h < comm->nhosts && ++count[h] > most) most = count[h];
+    }
+    if (hosts > 1) partner = first[1];
+    free(first);
+    free(count);
+    return comm_tune_init(comm, most, partner, comm_cpus());
 }
 
 /* The transport to one peer: shared memory when it shares this host (and CHORUS_TRANSPORT allows), proven
@@ -286,7 +314,8 @@ static chorus_result_t comm_connect(chorus_comm_t comm, const chorus_unique_id_t
         CHECK_GOTO(comm_open_transport(comm, bs, i, fds[i]), res, out);
         fds[i] = -1;
     }
-    res = comm_setup_arena(comm, bs);
+    CHECK_GOTO(comm_setup_arena(comm, bs), res, out);
+    res = comm_setup_tuning(comm, bs);
 out:
     if (fds && res != CHORUS_SUCCESS)
         for (int i = 0; i < comm->nranks; i++)

@@ -9,6 +9,7 @@
 #include "algo/algo.h"
 #include "algo/prims_impl.h"
 #include "core/recorder.h"
+#include "tune/tune.h"
 #include "util/params.h"
 
 #define COMM_ERROR_BYTES 1024
@@ -37,12 +38,17 @@ struct chorus_comm {
     atomic_int in_op;               /* 1 while an operation runs */
     char sticky_error[COMM_ERROR_BYTES];
     recorder_t rec; /* the flight recorder */
+    tune_state_t tune; /* how calls choose their algorithm (comm_tune.c) */
 };
 
 /* Operations bracket their work with these: begin refuses a broken communicator (returning its sticky
  * error), end makes a peer-caused failure sticky. */
 chorus_result_t comm_op_begin(chorus_comm_t comm);
 chorus_result_t comm_op_end(chorus_comm_t comm, chorus_result_t res);
+
+/* The tuning state, once the connections and the host arena are up (comm_tune.c). cores: of this host;
+ * partner: the rank rank 0 measures its link with. */
+chorus_result_t comm_tune_init(chorus_comm_t comm, int ranks_per_host, int partner, int cores);
 
 /* Record the detail of a failure (printf-style) and return res, for one-line error returns. */
 chorus_result_t comm_error(chorus_comm_t comm, chorus_result_t res, const char *fmt, ...)

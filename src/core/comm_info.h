@@ -1,4 +1,5 @@
-/* For tools (chorus-perf's header): a one-line description of a communicator's layout. */
+/* For tools: a one-line description of a communicator's layout (chorus-perf's header), and the cost
+ * model's view of a call (chorus-perf's model column). */
 #ifndef CHORUS_COMM_INFO_H
 #define CHORUS_COMM_INFO_H
 
@@ -8,5 +9,10 @@
 
 /* Writes e.g. "hosts 2, transport tcp" into buf. */
 void comm_describe(chorus_comm_t comm, char *buf, size_t len);
+
+/* The algorithm a call would run and the model's predicted seconds for it (*seconds_p; NaN when the
+ * collective has none, e.g. send/recv). A coll_args_t's fields, without buffers. */
+const char *comm_model_predict(chorus_comm_t comm, int coll, size_t count, chorus_datatype_t dtype, chorus_redop_t op,
+                               int root, double *seconds_p);
 
 #endif

@@ -302,18 +302,16 @@ static void tune_reduce_once(void *arg)
     reduce_apply3(m->c, m->a, m->b, m->count, chorus_float32, chorus_sum);
 }
 
-void tune_measure_local(tune_params_t *tp, double budget_s)
+void tune_measure_local(tune_params_t *tp, int runs)
 {
-    /* 256 KiB per buffer: what a chunk or an arena slot holds, out of the last-level cache of most hosts
-     * once three of them and the rest of the process compete for it. */
-    tune_bufs_t m = {.count = 64 << 10};
+    /* 4 MiB per buffer: past the private caches, so that the figures are those of the bandwidth-bound
+     * sizes the model has to get right (a chunk or a slot in cache moves faster). */
+    tune_bufs_t m = {.count = 1 << 20};
     m.a = malloc(m.count * sizeof(float));
     m.b = malloc(m.count * sizeof(float));
     m.c = malloc(m.count * sizeof(float));
     if (!m.a || !m.b || !m.c) goto out;
     for (size_t i = 0; i < m.count; i++) m.a[i] = m.b[i] = m.c[i] = (float)i;
-    int runs = budget_s > 0 ? CHORUS_MAX(3, (int)(budget_s / 2 / 50e-6)) : 3;
-    runs = CHORUS_MIN(runs, 200);
     double bytes = (double)(m.count * sizeof(float));
     double copy = tune_best_of(tune_copy_once, &m, runs), red = tune_best_of(tune_reduce_once, &m, runs);
     if (copy > 0) tp->beta_copy = bytes / copy;

@@ -13,6 +13,7 @@
 #define CHORUS_TUNE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "algo/algo.h"
 
@@ -90,10 +91,36 @@ const algo_desc_t *tune_rule_choice(const tune_file_t *tf, const tune_comm_t *tc
  * KiB/s, MiB/s, GiB/s for rates; a bare number as is. 0 on success. */
 int tune_parse_value(const char *text, double *v_p);
 
+/* A communicator's tuning state: what selection reads on every call. */
+#define TUNE_BUCKETS 256 /* quarter octaves of bytes */
+typedef enum { TUNE_MODE_RULES, TUNE_MODE_MODEL } tune_mode_t;
+
+typedef struct tune_state {
+    tune_mode_t mode;
+    tune_file_t file; /* parameters and rules, the same on every rank (rank 0's) */
+    tune_comm_t comm;
+    /* The model's choice per collective and size bucket, made at the first call that needs it (for the
+     * communicator's CHORUS_ALGO, which does not change). */
+    const algo_desc_t *model_choice[COLL_COUNT][TUNE_BUCKETS];
+    uint64_t logged[COLL_COUNT][TUNE_BUCKETS / 64]; /* decisions already logged at INFO TUNING */
+} tune_state_t;
+
+/* The algorithm for a call: what cfg forces (CHORUS_ALGO narrowing the choice), then the tuning file's
+ * rules, then (mode rules) the built-in ones, then the model's minimum. Logs each decision once per size
+ * bucket at INFO TUNING, with the model's estimates of the alternatives. Never NULL for a registered
+ * collective. */
+const algo_desc_t *tune_select(tune_state_t *ts, const coll_args_t *a, const algo_config_t *cfg);
+
+/* At init, on every rank together (connections ready, nothing else in flight): the measurement when
+ * calibrate (calibrate.c), then rank 0's parameters and rules given to every rank. partner: the rank
+ * rank 0 measures its link with. */
+chorus_result_t tune_setup(prims_t *p, tune_state_t *ts, int calibrate, int partner);
+
 /* This machine's description: "host cores N cpu MODEL". */
 void tune_machine(char *buf, size_t len, int *cores_p);
 
-/* Local measurements (no peer involved), bounded to about budget_s seconds in all. */
-void tune_measure_local(tune_params_t *tp, double budget_s);
+/* Local measurements (no peer involved): beta_copy and gamma, each the best of `runs` (about 1-2 ms
+ * each on 4 MiB buffers). */
+void tune_measure_local(tune_params_t *tp, int runs);
 
 #endif

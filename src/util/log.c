@@ -16,7 +16,7 @@ static const struct {
     unsigned bit;
 } log_subsys_names[] = {
     {"INIT", LOG_SUB_INIT}, {"BOOTSTRAP", LOG_SUB_BOOTSTRAP}, {"NET", LOG_SUB_NET},
-    {"COLL", LOG_SUB_COLL}, {"ALGO", LOG_SUB_ALGO},           {"SHM", LOG_SUB_SHM}, {"ALL", LOG_SUB_ALL},
+    {"COLL", LOG_SUB_COLL}, {"ALGO", LOG_SUB_ALGO},           {"SHM", LOG_SUB_SHM}, {"TUNING", LOG_SUB_TUNING}, {"ALL", LOG_SUB_ALL},
 };
 
 static const char *const log_level_names[] = {"NONE", "WARN", "INFO", "DEBUG", "TRACE"};

@@ -14,6 +14,7 @@ typedef enum {
     LOG_SUB_COLL = 1 << 3,
     LOG_SUB_ALGO = 1 << 4,
     LOG_SUB_SHM = 1 << 5,
+    LOG_SUB_TUNING = 1 << 6,
     LOG_SUB_ALL = 0xffff
 } log_subsys_t;
 

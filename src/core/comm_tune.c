@@ -1,0 +1,65 @@
+/* A communicator's tuning state at init: where the cost model's parameters come from (built in, a
+ * tuning file, the measurement at init), the same on every rank, and logged at INFO TUNING. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/comm.h"
+#include "core/comm_info.h"
+#include "util/log.h"
+
+/* Nothing else is in flight at init: a tag no collective or point-to-point message carries. */
+#define TUNE_SETUP_TAG 0xfffffffdu
+
+chorus_result_t comm_tune_init(chorus_comm_t comm, int ranks_per_host, int partner, int cores)
+{
+    tune_state_t *ts = &comm->tune;
+    const char *mode = comm->params.tuning;
+    if (strcasecmp(mode, "rules") == 0)
+        ts->mode = TUNE_MODE_RULES;
+    else if (strcasecmp(mode, "model") == 0)
+        ts->mode = TUNE_MODE_MODEL;
+    else
+        return comm_error(comm, CHORUS_ERR_INVALID_ARGUMENT, "CHORUS_TUNING=%s: use rules or model", mode);
+    prims_t *p = &comm->prims;
+    ts->comm = (tune_comm_t){.nranks = comm->nranks,
+                             .ranks_per_host = ranks_per_host,
+                             .cores = cores,
+                             .net = comm->nhosts > 1 || comm->ntcp > 0 ? TUNE_LINK_TCP : TUNE_LINK_SHM,
+                             .caps = {.nranks = comm->nranks,
+                                      .direct = prims_direct_bytes(p) > 0,
+                                      .single_copy = prims_direct_single_copy(p)},
+                             .chunk = (double)comm->params.chunk_size,
+                             .slot = (double)prims_direct_bytes(p)};
+    tune_params_builtin(&ts->file.params);
+    if (comm->params.tuning_file[0])
+        CHECK(tune_file_read(comm->params.tuning_file, &ts->file, comm->last_error, COMM_ERROR_BYTES));
+    p->tag = TUNE_SETUP_TAG;
+    p->fp = (prims_fingerprint_t){0};
+    p->op_name = "init (tuning)";
+    p->deadline_ns = time_deadline_ms(comm->params.connect_timeout);
+    int calibrate = comm->params.tune_calibrate != 0;
+    CHECK(tune_setup(p, ts, calibrate, partner));
+    const tune_params_t *tp = &ts->file.params;
+    LOG_INFO(LOG_SUB_TUNING,
+             "cost model (%s): alpha shm %.2fus, tcp %.2fus, arena %.2fus; beta shm %.2f GB/s, tcp %.2f GB/s, "
+             "copy %.2f GB/s; gamma %.3f ns/B; %d ranks on the busiest host, %d cores; %d tuning-file rules; "
+             "selection: %s",
+             tp->source, tp->alpha[TUNE_LINK_SHM] * 1e6, tp->alpha[TUNE_LINK_TCP] * 1e6,
+             tp->alpha[TUNE_LINK_ARENA] * 1e6, tp->beta[TUNE_LINK_SHM] / 1e9, tp->beta[TUNE_LINK_TCP] / 1e9,
+             tp->beta_copy / 1e9, tp->gamma * 1e9, ranks_per_host, cores, ts->file.nrules,
+             ts->mode == TUNE_MODE_RULES ? "forced > file rules > built-in rules > model" : "forced > file rules > model");
+    return CHORUS_SUCCESS;
+}
+
+const char *comm_model_predict(chorus_comm_t comm, int coll, size_t count, chorus_datatype_t dtype, chorus_redop_t op,
+                               int root, double *seconds_p)
+{
+    *seconds_p = NAN;
+    if (coll < 0 || coll >= COLL_COUNT) return NULL;
+    coll_args_t a = {.coll = (coll_kind_t)coll, .count = count, .dtype = dtype, .op = op, .root = root};
+    const algo_desc_t *d = tune_select(&comm->tune, &a, &comm->algo);
+    if (d) *seconds_p = tune_predict(&comm->tune.file.params, &comm->tune.comm, d, (double)algo_call_bytes(&a, comm->nranks));
+    return d ? d->name : NULL;
+}

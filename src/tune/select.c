@@ -1,0 +1,64 @@
+/* Selection: forced > a tuning file's rules > the built-in rules (CHORUS_TUNING=rules) > the model. */
+#include <stdio.h>
+#include <string.h>
+
+#include "tune/tune.h"
+#include "util/log.h"
+
+/* Quarter octaves: bucket 4e + f holds sizes in [2^e (1 + f/4), 2^e (1 + (f+1)/4)). */
+static unsigned tune_bucket(size_t bytes, double *mid_p)
+{
+    if (bytes == 0) {
+        *mid_p = 0;
+        return 0;
+    }
+    unsigned e = 63u - (unsigned)__builtin_clzll((unsigned long long)bytes);
+    unsigned f = e >= 2 ? (unsigned)(bytes >> (e - 2)) & 3u : 0;
+    double base = (double)(1ull << e);
+    *mid_p = e >= 2 ? base * (1 + (f + 0.5) / 4) : (double)bytes;
+    return 4 * e + f;
+}
+
+static void tune_log_decision(tune_state_t *ts, const coll_args_t *a, size_t bytes, unsigned bucket,
+                              const algo_desc_t *d, const char *why, const algo_config_t *cfg)
+{
+    uint64_t bit = 1ull << (bucket % 64), *word = &ts->logged[a->coll][bucket / 64];
+    if (*word & bit) return;
+    *word |= bit;
+    if (!(LOG_INFO <= log_level_current && (LOG_SUB_TUNING & log_subsys_mask))) return;
+    char alts[768];
+    size_t used = 0, count;
+    alts[0] = 0;
+    const algo_desc_t *table = algo_registry(&count);
+    for (size_t i = 0; i < count && used < sizeof(alts); i++) {
+        if (table[i].coll != a->coll || !(cfg->allowed >> i & 1) || !algo_supported(&table[i], &ts->comm.caps)) continue;
+        double t = tune_predict(&ts->file.params, &ts->comm, &table[i], (double)bytes);
+        used += (size_t)snprintf(alts + used, sizeof(alts) - used, "%s%s %.1fus", used ? ", " : "", table[i].name, t * 1e6);
+    }
+    LOG_INFO(LOG_SUB_TUNING, "%s of %zu bytes on %d ranks: %s (%s); model: %s", coll_name(a->coll), bytes,
+             ts->comm.nranks, d->name, why, alts);
+}
+
+const algo_desc_t *tune_select(tune_state_t *ts, const coll_args_t *a, const algo_config_t *cfg)
+{
+    size_t bytes = algo_call_bytes(a, ts->comm.nranks);
+    double mid;
+    unsigned bucket = tune_bucket(bytes, &mid);
+    const char *why = "tuning file rule";
+    const algo_desc_t *d = tune_rule_choice(&ts->file, &ts->comm, a->coll, (double)bytes, cfg);
+    if (!d && ts->mode == TUNE_MODE_RULES) {
+        why = "built-in rule";
+        d = algo_rule_choice(a->coll, bytes, &ts->comm.caps, cfg);
+    }
+    if (!d) {
+        why = "model";
+        d = ts->model_choice[a->coll][bucket];
+        if (!d) d = ts->model_choice[a->coll][bucket] = tune_model_choice(&ts->file.params, &ts->comm, a->coll, mid, cfg);
+    }
+    if (!d) {
+        why = "no allowed algorithm is supported here";
+        d = algo_first_supported(a->coll, &ts->comm.caps, cfg);
+    }
+    if (d) tune_log_decision(ts, a, bytes, bucket, d, why, cfg);
+    return d;
+}
