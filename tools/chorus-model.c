@@ -153,14 +153,17 @@ int main(int argc, char **argv)
         tp = tf.params;
     } else if (alpha || beta) {
         /* The seed's model: links only. */
-        tp.gamma = 0;
-        tp.beta_copy = INFINITY;
+        tp.gamma[TUNE_CACHE] = tp.gamma[TUNE_MEMORY] = 0;
+        tp.beta_copy[TUNE_CACHE] = tp.beta_copy[TUNE_MEMORY] = INFINITY;
         snprintf(tp.source, sizeof(tp.source), "given (the seed's alpha-beta model)");
     }
-    if (alpha) tp.alpha[tc.net] = parse_value_or_die("--alpha", alpha);
-    if (beta) tp.beta[tc.net] = parse_value_or_die("--beta", beta);
-    if (gamma) tp.gamma = parse_value_or_die("--gamma", gamma);
-    if (copy) tp.beta_copy = parse_value_or_die("--copy", copy);
+    /* A value given on the command line holds in both regimes. */
+    for (int r = 0; r < TUNE_REGIMES; r++) {
+        if (alpha) tp.alpha[tc.net] = parse_value_or_die("--alpha", alpha);
+        if (beta) tp.beta[tc.net][r] = parse_value_or_die("--beta", beta);
+        if (gamma) tp.gamma[r] = parse_value_or_die("--gamma", gamma);
+        if (copy) tp.beta_copy[r] = parse_value_or_die("--copy", copy);
+    }
     tc.caps = (algo_caps_t){.nranks = tc.nranks, .direct = arena, .single_copy = arena};
 
     size_t count;
@@ -173,10 +176,17 @@ int main(int argc, char **argv)
     char t1[32], t2[32], b1[64];
     printf("# chorus-model %s, p %d, link %s: alpha %s", coll_name((coll_kind_t)coll), tc.nranks, tune_link_name(tc.net),
            (fmt_time(tp.alpha[tc.net], t1, sizeof(t1)), t1));
-    printf(", beta %.4g GB/s", tp.beta[tc.net] / 1e9);
+    printf(", beta %.4g GB/s", tp.beta[tc.net][TUNE_CACHE] / 1e9);
+    if (tp.beta[tc.net][TUNE_MEMORY] != tp.beta[tc.net][TUNE_CACHE])
+        printf(" (memory %.4g GB/s)", tp.beta[tc.net][TUNE_MEMORY] / 1e9);
     if (arena) printf(", arena alpha %s", (fmt_time(tp.alpha[TUNE_LINK_ARENA], t2, sizeof(t2)), t2));
-    printf(", gamma %.3g ns/B, copy %s", tp.gamma * 1e9, isinf(tp.beta_copy) ? "free" : "");
-    if (!isinf(tp.beta_copy)) printf("%.4g GB/s", tp.beta_copy / 1e9);
+    printf(", gamma %.3g ns/B", tp.gamma[TUNE_CACHE] * 1e9);
+    if (tp.gamma[TUNE_MEMORY] != tp.gamma[TUNE_CACHE]) printf(" (memory %.3g)", tp.gamma[TUNE_MEMORY] * 1e9);
+    if (isinf(tp.beta_copy[TUNE_CACHE]))
+        printf(", copies free");
+    else
+        printf(", copy %.4g GB/s (memory %.4g), cache %.0f MiB", tp.beta_copy[TUNE_CACHE] / 1e9,
+               tp.beta_copy[TUNE_MEMORY] / 1e9, tp.cache_bytes / 1048576);
     printf("; parameters %s\n", tp.source);
     printf("# %12s", "bytes");
     for (int a = 0; a < nalgos; a++) printf(" %12s", algos[a]->name);

@@ -47,7 +47,8 @@ enum {
  * opens the algorithm's file. The time is
  *     T = steps alpha[link] + bytes / beta[link] + copied / beta_copy + reduced gamma
  * where link is the kind of hop the steps take: a connection (shared-memory ring or TCP), or a
- * synchronisation through the host arena. */
+ * synchronisation through the host arena, whose bytes are those read from other ranks' slots (or, for
+ * single-copy reads, buffers): data another core wrote, which moves slower than a local copy. */
 typedef enum { ALGO_LINK_NET = 0, ALGO_LINK_ARENA = 1 } algo_link_t;
 
 typedef struct algo_shape {
@@ -60,7 +61,7 @@ typedef struct algo_shape {
 typedef struct algo_cost {
     algo_link_t link;
     double steps;   /* latencies in sequence */
-    double bytes;   /* bytes through the busiest rank's link, in sequence */
+    double bytes;   /* bytes through the busiest rank's link (arena: read from peers), in sequence */
     double copied;  /* bytes copied in local memory (staging, packing, arena slots), in sequence */
     double reduced; /* bytes reduced, in sequence */
 } algo_cost_t;

@@ -15,6 +15,6 @@ algo_cost_t allreduce_oneshot_cost(const algo_shape_t *s)
 {
     int p = s->p;
     double n = s->n;
-    /* n copied in; the first slot copied out, the other p - 1 combined into the output. */
-    return (algo_cost_t){ALGO_LINK_ARENA, algo_pieces(n, s->slot), 0, 2 * n, (p - 1.0) * n};
+    /* n copied in; the p - 1 other slots read and combined into the output. */
+    return (algo_cost_t){ALGO_LINK_ARENA, algo_pieces(n, s->slot), (p - 1.0) * n, n, (p - 1.0) * n};
 }

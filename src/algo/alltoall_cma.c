@@ -44,6 +44,7 @@ chorus_result_t alltoall_cma(prims_t *p, const coll_args_t *a)
 /* The terms of the comment above, for the cost model (algo.h). */
 algo_cost_t alltoall_cma_cost(const algo_shape_t *s)
 {
+    int p = s->p;
     double n = s->n;
-    return (algo_cost_t){ALGO_LINK_ARENA, 2, 0, n, 0};
+    return (algo_cost_t){ALGO_LINK_ARENA, 2, (p - 1.0) / p * n, n / p, 0};
 }

@@ -31,6 +31,7 @@ chorus_result_t alltoall_direct(prims_t *p, const coll_args_t *a)
 /* The terms of the comment above, for the cost model (algo.h). */
 algo_cost_t alltoall_direct_cost(const algo_shape_t *s)
 {
+    int p = s->p;
     double n = s->n;
-    return (algo_cost_t){ALGO_LINK_ARENA, algo_pieces(n, s->slot), 0, 2 * n, 0};
+    return (algo_cost_t){ALGO_LINK_ARENA, algo_pieces(n, s->slot), (p - 1.0) / p * n, n + n / p, 0};
 }

@@ -36,5 +36,5 @@ chorus_result_t broadcast_cma(prims_t *p, const coll_args_t *a)
 algo_cost_t broadcast_cma_cost(const algo_shape_t *s)
 {
     double n = s->n;
-    return (algo_cost_t){ALGO_LINK_ARENA, 2, 0, n, 0};
+    return (algo_cost_t){ALGO_LINK_ARENA, 2, n, 0, 0};
 }

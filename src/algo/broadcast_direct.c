@@ -37,5 +37,6 @@ chorus_result_t broadcast_direct(prims_t *p, const coll_args_t *a)
 algo_cost_t broadcast_direct_cost(const algo_shape_t *s)
 {
     double n = s->n;
-    return (algo_cost_t){ALGO_LINK_ARENA, algo_pieces(n, s->slot), 0, 2 * n, 0};
+    /* The root's copies in overlap the others' reads, a chunk behind. */
+    return (algo_cost_t){ALGO_LINK_ARENA, algo_pieces(n, s->slot), n, 0, 0};
 }

@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "chorus/chorus.h"
+#include "tune/tune.h"
 
 /* Writes e.g. "hosts 2, transport tcp" into buf. */
 void comm_describe(chorus_comm_t comm, char *buf, size_t len);
@@ -14,5 +15,9 @@ void comm_describe(chorus_comm_t comm, char *buf, size_t len);
  * collective has none, e.g. send/recv). A coll_args_t's fields, without buffers. */
 const char *comm_model_predict(chorus_comm_t comm, int coll, size_t count, chorus_datatype_t dtype, chorus_redop_t op,
                                int root, double *seconds_p);
+
+/* chorus-tune: the thorough measurement (tune_measure), on every rank together; *tp_p holds the results on
+ * rank 0, *link_p the link it measured (with the first rank on another host, else rank 1). */
+chorus_result_t comm_tune_measure(chorus_comm_t comm, tune_params_t *tp_p, tune_link_t *link_p);
 
 #endif

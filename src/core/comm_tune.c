@@ -12,6 +12,16 @@
 /* Nothing else is in flight at init: a tag no collective or point-to-point message carries. */
 #define TUNE_SETUP_TAG 0xfffffffdu
 
+/* The communicator's primitives, ready for init-time messages. */
+static void comm_tune_prims(chorus_comm_t comm)
+{
+    prims_t *p = &comm->prims;
+    p->tag = TUNE_SETUP_TAG;
+    p->fp = (prims_fingerprint_t){0};
+    p->op_name = "init (tuning)";
+    p->deadline_ns = time_deadline_ms(comm->params.connect_timeout);
+}
+
 chorus_result_t comm_tune_init(chorus_comm_t comm, int ranks_per_host, int partner, int cores)
 {
     tune_state_t *ts = &comm->tune;
@@ -32,23 +42,25 @@ chorus_result_t comm_tune_init(chorus_comm_t comm, int ranks_per_host, int partn
                                       .single_copy = prims_direct_single_copy(p)},
                              .chunk = (double)comm->params.chunk_size,
                              .slot = (double)prims_direct_bytes(p)};
+    /* Rank 0 reads the tuning file, and its parameters, rules and mode hold for all. */
     tune_params_builtin(&ts->file.params);
-    if (comm->params.tuning_file[0])
-        CHECK(tune_file_read(comm->params.tuning_file, &ts->file, comm->last_error, COMM_ERROR_BYTES));
-    p->tag = TUNE_SETUP_TAG;
-    p->fp = (prims_fingerprint_t){0};
-    p->op_name = "init (tuning)";
-    p->deadline_ns = time_deadline_ms(comm->params.connect_timeout);
-    int calibrate = comm->params.tune_calibrate != 0;
-    CHECK(tune_setup(p, ts, calibrate, partner));
+    comm->last_error[0] = 0;
+    if (comm->rank == 0 && comm->params.tuning_file[0])
+        (void)tune_file_read(comm->params.tuning_file, &ts->file, comm->last_error, COMM_ERROR_BYTES);
+    ts->partner = partner;
+    comm_tune_prims(comm);
+    chorus_result_t res = tune_setup(p, ts, comm->params.tune_calibrate != 0, comm->last_error, COMM_ERROR_BYTES);
+    if (res != CHORUS_SUCCESS) return res;
     const tune_params_t *tp = &ts->file.params;
     LOG_INFO(LOG_SUB_TUNING,
-             "cost model (%s): alpha shm %.2fus, tcp %.2fus, arena %.2fus; beta shm %.2f GB/s, tcp %.2f GB/s, "
-             "copy %.2f GB/s; gamma %.3f ns/B; %d ranks on the busiest host, %d cores; %d tuning-file rules; "
-             "selection: %s",
+             "cost model, %s: alpha shm %.2fus, tcp %.2fus, arena %.2fus; beta (cache/memory) shm %.2f/%.2f GB/s, "
+             "tcp %.2f/%.2f GB/s, copy %.2f/%.2f GB/s; gamma %.3f/%.3f ns/B; cache %.0f MiB; %d ranks on the busiest "
+             "host, %d cores; %d tuning-file rules; selection: %s",
              tp->source, tp->alpha[TUNE_LINK_SHM] * 1e6, tp->alpha[TUNE_LINK_TCP] * 1e6,
-             tp->alpha[TUNE_LINK_ARENA] * 1e6, tp->beta[TUNE_LINK_SHM] / 1e9, tp->beta[TUNE_LINK_TCP] / 1e9,
-             tp->beta_copy / 1e9, tp->gamma * 1e9, ranks_per_host, cores, ts->file.nrules,
+             tp->alpha[TUNE_LINK_ARENA] * 1e6, tp->beta[TUNE_LINK_SHM][0] / 1e9, tp->beta[TUNE_LINK_SHM][1] / 1e9,
+             tp->beta[TUNE_LINK_TCP][0] / 1e9, tp->beta[TUNE_LINK_TCP][1] / 1e9, tp->beta_copy[0] / 1e9,
+             tp->beta_copy[1] / 1e9, tp->gamma[0] * 1e9, tp->gamma[1] * 1e9, tp->cache_bytes / 1048576,
+             ranks_per_host, cores, ts->file.nrules,
              ts->mode == TUNE_MODE_RULES ? "forced > file rules > built-in rules > model" : "forced > file rules > model");
     return CHORUS_SUCCESS;
 }
@@ -62,4 +74,14 @@ const char *comm_model_predict(chorus_comm_t comm, int coll, size_t count, choru
     const algo_desc_t *d = tune_select(&comm->tune, &a, &comm->algo);
     if (d) *seconds_p = tune_predict(&comm->tune.file.params, &comm->tune.comm, d, (double)algo_call_bytes(&a, comm->nranks));
     return d ? d->name : NULL;
+}
+
+chorus_result_t comm_tune_measure(chorus_comm_t comm, tune_params_t *tp_p, tune_link_t *link_p)
+{
+    *link_p = comm->tune.comm.net;
+    CHECK(comm_op_begin(comm));
+    comm_tune_prims(comm);
+    chorus_result_t res = tune_measure(&comm->prims, &comm->tune, 1);
+    *tp_p = comm->tune.file.params;
+    return comm_op_end(comm, res);
 }

@@ -1,13 +1,14 @@
 /*
- * The measurement at init (CHORUS_TUNE_CALIBRATE=1) and the agreement that follows it. Every rank takes
- * part, in the same order:
- *   1. rank 0 times a local copy and a float32 sum (beta_copy, gamma);
- *   2. rank 0 and its partner (the first rank on another host, else rank 1) ping-pong 8 bytes and 256 KiB
- *      over their connection (alpha and beta of that link: shm on one host, tcp across hosts);
- *   3. with the host arena, every rank runs a few barriers through it, timed at rank 0 (alpha of the arena);
- *   4. rank 0 broadcasts its parameters and rules, so that every rank chooses the same algorithms.
+ * The measurements behind the cost model, on every rank of a communicator together, in the same order:
+ *   1. rank 0 times local copies and float32 sums (beta_copy, gamma; chorus-tune also finds the cache
+ *      size and the memory regime);
+ *   2. rank 0 and its partner (the first rank on another host, else rank 1) ping-pong 8 bytes (alpha) and
+ *      exchange larger messages (beta) over their connection (shm on one host, tcp across hosts);
+ *   3. with the host arena, every rank runs batches of barriers through it, timed at rank 0 (its alpha).
  * Each figure is the best of its repetitions: the least disturbed run is the closest to what the hardware
- * does, and the share of the cores that ranks outnumbering them get is the model's own term.
+ * does, and the share of the cores that ranks outnumbering them get is the model's own term. At init
+ * (tune_setup) the measurement is the quick one, a few milliseconds, and rank 0's parameters and rules
+ * then go to every rank, so that every rank chooses the same algorithms.
  */
 #include <math.h>
 #include <stdio.h>
@@ -18,83 +19,183 @@
 #include "util/log.h"
 #include "util/util.h"
 
+typedef struct tune_effort {
+    int local_runs;
+    int small_trips;  /* 8-byte round trips: alpha */
+    int large_trips;  /* cache-regime round trips: beta */
+    int memory_trips; /* memory-regime round trips (0: not measured) */
+    int barrier_batches;
+} tune_effort_t;
+
 #define TUNE_SMALL 8
 #define TUNE_LARGE (256u << 10)
-#define TUNE_SMALL_TRIPS 32
-#define TUNE_LARGE_TRIPS 4
-#define TUNE_BARRIERS 16
+#define TUNE_MEMORY_BYTES (32u << 20)
+#define TUNE_BATCH 8
 
-/* Best one-way time of `trips` round trips of `bytes` between rank 0 (the timer) and partner. */
-static chorus_result_t tune_pingpong(prims_t *p, int partner, void *buf, size_t bytes, int trips, double *oneway_p)
+static const tune_effort_t tune_quick = {.local_runs = 3, .small_trips = 32, .large_trips = 4, .barrier_batches = 4};
+static const tune_effort_t tune_thorough = {
+    .local_runs = 20, .small_trips = 1000, .large_trips = 100, .memory_trips = 5, .barrier_batches = 100};
+
+/* Best time of `trips` transfers of `bytes` between rank 0 (the timer) and partner. Ping-pong (one way at
+ * a time: half a round trip) for the latency; for the bandwidth, both ranks send and receive at once, as
+ * the exchanges of ring, pairwise and halving-doubling steps do (on shared memory the two directions
+ * share the two ranks' cores, so a ping-pong would promise twice the rate they get). */
+static chorus_result_t tune_transfer(prims_t *p, int partner, char *buf, size_t bytes, int trips, int exchange,
+                                     double *time_p)
 {
-    int me = prims_rank(p);
+    int me = prims_rank(p), peer = me == 0 ? partner : 0;
     double best = INFINITY;
     for (int t = 0; t < trips; t++) {
-        if (me == 0) {
-            int64_t t0 = time_now_ns();
-            CHECK(prims_send(p, partner, buf, bytes));
-            CHECK(prims_recv(p, partner, buf, bytes));
-            double rtt = (double)(time_now_ns() - t0) * 1e-9;
-            if (rtt < best) best = rtt;
+        int64_t t0 = time_now_ns();
+        if (exchange)
+            CHECK(prims_sendrecv(p, peer, buf, bytes, peer, buf + bytes, bytes));
+        else if (me == 0) {
+            CHECK(prims_send(p, peer, buf, bytes));
+            CHECK(prims_recv(p, peer, buf, bytes));
         } else {
-            CHECK(prims_recv(p, 0, buf, bytes));
-            CHECK(prims_send(p, 0, buf, bytes));
+            CHECK(prims_recv(p, peer, buf, bytes));
+            CHECK(prims_send(p, peer, buf, bytes));
         }
+        double t1 = (double)(time_now_ns() - t0) * 1e-9;
+        if (t1 < best) best = t1;
     }
-    *oneway_p = best / 2;
+    *time_p = exchange ? best : best / 2;
     return CHORUS_SUCCESS;
 }
 
-static chorus_result_t tune_measure_link(prims_t *p, tune_state_t *ts, int partner)
+static chorus_result_t tune_measure_link(prims_t *p, tune_state_t *ts, const tune_effort_t *e)
 {
-    int me = prims_rank(p);
+    int me = prims_rank(p), partner = ts->partner;
     if (me != 0 && me != partner) return CHORUS_SUCCESS;
-    char *buf = calloc(1, TUNE_LARGE);
+    size_t max = e->memory_trips ? TUNE_MEMORY_BYTES : TUNE_LARGE;
+    char *buf = calloc(2, max);
     if (!buf) return CHORUS_ERR_NO_MEMORY;
-    double small = 0, large = 0;
-    chorus_result_t res = tune_pingpong(p, partner, buf, TUNE_SMALL, TUNE_SMALL_TRIPS, &small);
-    if (res == CHORUS_SUCCESS) res = tune_pingpong(p, partner, buf, TUNE_LARGE, TUNE_LARGE_TRIPS, &large);
+    double small = 0, large = 0, memory = 0;
+    chorus_result_t res = tune_transfer(p, partner, buf, TUNE_SMALL, e->small_trips, 0, &small);
+    if (res == CHORUS_SUCCESS) res = tune_transfer(p, partner, buf, TUNE_LARGE, e->large_trips, 1, &large);
+    if (res == CHORUS_SUCCESS && e->memory_trips)
+        res = tune_transfer(p, partner, buf, TUNE_MEMORY_BYTES, e->memory_trips, 1, &memory);
     free(buf);
     tune_params_t *tp = &ts->file.params;
     tune_link_t link = ts->comm.net;
     if (res == CHORUS_SUCCESS && me == 0 && small > 0) {
         tp->alpha[link] = small;
-        if (large > small) tp->beta[link] = TUNE_LARGE / (large - small);
+        if (large > small) tp->beta[link][TUNE_CACHE] = TUNE_LARGE / (large - small);
+        if (memory > small) tp->beta[link][TUNE_MEMORY] = TUNE_MEMORY_BYTES / (memory - small);
     }
     return res;
 }
 
-/* The mean of back-to-back barriers (a single one can find every peer there already), over the cores'
- * share, which the model applies itself. */
-static chorus_result_t tune_measure_arena(prims_t *p, tune_state_t *ts)
+/* Best time of `runs` of an algorithm on every rank (after one to warm up). */
+static chorus_result_t tune_time_algo(prims_t *p, algo_run_fn run, const coll_args_t *a, int runs, double *best_p)
 {
+    chorus_result_t res = run(p, a);
+    double best = INFINITY;
+    for (int r = 0; r < runs && res == CHORUS_SUCCESS; r++) {
+        int64_t t0 = time_now_ns();
+        res = run(p, a);
+        double t = (double)(time_now_ns() - t0) * 1e-9;
+        if (t < best) best = t;
+    }
+    *best_p = best;
+    return res;
+}
+
+/* Best time of `runs` direct allgathers of `each` bytes per rank (an allgather moves (p - 1) each from
+ * the peers' slots into every rank: the arena's beta). */
+static chorus_result_t tune_time_allgather(prims_t *p, size_t each, int runs, double *best_p)
+{
+    int n = prims_nranks(p);
+    char *buf = calloc((size_t)n + 1, each);
+    if (!buf) return CHORUS_ERR_NO_MEMORY;
+    coll_args_t a = {.coll = COLL_ALLGATHER, .sendbuf = buf + (size_t)n * each, .recvbuf = buf, .count = each,
+                     .dtype = chorus_uint8};
+    chorus_result_t res = tune_time_algo(p, allgather_direct, &a, runs, best_p);
+    free(buf);
+    return res;
+}
+
+/* alpha: the best mean of batches of back-to-back barriers (a single one can find every peer there
+ * already). beta: from a direct allgather, what its cost terms leave to the reads from the peers. */
+static chorus_result_t tune_measure_arena(prims_t *p, tune_state_t *ts, const tune_effort_t *e)
+{
+    tune_params_t *tp = &ts->file.params;
     coll_args_t barrier = {.coll = COLL_BARRIER};
     CHECK(barrier_direct(p, &barrier));
-    int64_t t0 = time_now_ns();
-    for (int i = 0; i < TUNE_BARRIERS; i++) CHECK(barrier_direct(p, &barrier));
-    double mean = (double)(time_now_ns() - t0) * 1e-9 / TUNE_BARRIERS;
-    const tune_comm_t *tc = &ts->comm;
-    double share = tc->cores > 0 && tc->ranks_per_host > tc->cores ? (double)tc->ranks_per_host / tc->cores : 1;
-    if (prims_rank(p) == 0 && mean > 0) ts->file.params.alpha[TUNE_LINK_ARENA] = mean / share;
+    double best = INFINITY, share = tune_share(&ts->comm); /* the model applies it itself */
+    for (int b = 0; b < e->barrier_batches; b++) {
+        int64_t t0 = time_now_ns();
+        for (int i = 0; i < TUNE_BATCH; i++) CHECK(barrier_direct(p, &barrier));
+        double mean = (double)(time_now_ns() - t0) * 1e-9 / TUNE_BATCH;
+        if (mean < best) best = mean;
+    }
+    int me = prims_rank(p), n = prims_nranks(p);
+    if (me == 0 && best > 0 && isfinite(best)) tp->alpha[TUNE_LINK_ARENA] = best / share;
+    for (int r = 0; r < (e->memory_trips ? TUNE_REGIMES : 1); r++) {
+        /* Per rank: a quarter of a slot in cache (so one phase), 16 MiB in memory. */
+        size_t each = r == TUNE_CACHE ? CHORUS_MAX((size_t)ts->comm.slot / 4, (size_t)4096) : 16u << 20;
+        double t;
+        CHECK(tune_time_allgather(p, each, r == TUNE_CACHE ? e->large_trips : e->memory_trips, &t));
+        algo_shape_t shape = {.p = n, .n = (double)each * n, .chunk = ts->comm.chunk, .slot = ts->comm.slot};
+        algo_cost_t c = allgather_direct_cost(&shape);
+        double rest = t / share - c.steps * tp->alpha[TUNE_LINK_ARENA] - c.copied / tp->beta_copy[r];
+        if (me == 0 && rest > 0) tp->beta[TUNE_LINK_ARENA][r] = c.bytes / rest;
+    }
     return CHORUS_SUCCESS;
 }
 
-chorus_result_t tune_setup(prims_t *p, tune_state_t *ts, int calibrate, int partner)
+chorus_result_t tune_measure(prims_t *p, tune_state_t *ts, int thorough)
 {
-    int me = prims_rank(p);
-    if (prims_nranks(p) < 2) return CHORUS_SUCCESS;
-    if (calibrate) {
-        if (me == 0) tune_measure_local(&ts->file.params, 3);
-        CHECK(tune_measure_link(p, ts, partner));
-        if (ts->comm.caps.direct) CHECK(tune_measure_arena(p, ts));
-        if (me == 0) {
-            char was[sizeof(ts->file.params.source)];
-            snprintf(was, sizeof(was), "%s", ts->file.params.source);
-            snprintf(ts->file.params.source, sizeof(ts->file.params.source), "measured at init (link %s, rank 0 and %d; "
-                     "the rest: %.100s)", tune_link_name(ts->comm.net), partner, was);
+    const tune_effort_t *e = thorough ? &tune_thorough : &tune_quick;
+    tune_params_t *tp = &ts->file.params;
+    if (prims_rank(p) == 0) {
+        tune_measure_local(tp, TUNE_CACHE, e->local_runs);
+        if (thorough) {
+            tune_measure_local(tp, TUNE_MEMORY, 5);
+            double cache = tune_measure_cache_bytes();
+            if (cache > 0) tp->cache_bytes = cache;
         }
     }
-    coll_args_t share = {.coll = COLL_BROADCAST, .sendbuf = &ts->file, .recvbuf = &ts->file,
-                         .count = sizeof(ts->file), .dtype = chorus_uint8, .root = 0};
-    return broadcast_binomial(p, &share);
+    if (prims_nranks(p) > 1) CHECK(tune_measure_link(p, ts, e));
+    if (ts->comm.caps.direct) CHECK(tune_measure_arena(p, ts, e));
+    if (prims_rank(p) == 0) {
+        char was[sizeof(tp->source)];
+        snprintf(was, sizeof(was), "%s", tp->source);
+        snprintf(tp->source, sizeof(tp->source), "measured %s (link %s with rank %d; the rest: %.90s)",
+                 thorough ? "by chorus-tune" : "at init", tune_link_name(ts->comm.net), ts->partner, was);
+    }
+    return CHORUS_SUCCESS;
+}
+
+/* What rank 0 gives every rank at init. */
+typedef struct tune_shared {
+    tune_file_t file;
+    int32_t mode;
+    char error[256]; /* rank 0's trouble with the tuning file, or empty */
+} tune_shared_t;
+
+chorus_result_t tune_setup(prims_t *p, tune_state_t *ts, int calibrate, char *err, size_t errlen)
+{
+    int me = prims_rank(p);
+    if (prims_nranks(p) < 2) return err[0] ? CHORUS_ERR_INVALID_ARGUMENT : CHORUS_SUCCESS;
+    if (calibrate) CHECK(tune_measure(p, ts, 0));
+    tune_shared_t *shared = calloc(1, sizeof(*shared));
+    if (!shared) return CHORUS_ERR_NO_MEMORY;
+    if (me == 0) {
+        shared->file = ts->file;
+        shared->mode = (int32_t)ts->mode;
+        snprintf(shared->error, sizeof(shared->error), "%s", err);
+    }
+    coll_args_t share = {.coll = COLL_BROADCAST, .sendbuf = shared, .recvbuf = shared, .count = sizeof(*shared),
+                         .dtype = chorus_uint8, .root = 0};
+    chorus_result_t res = broadcast_binomial(p, &share);
+    if (res == CHORUS_SUCCESS && shared->error[0]) {
+        if (me != 0) snprintf(err, errlen, "rank 0: %s", shared->error);
+        res = CHORUS_ERR_INVALID_ARGUMENT;
+    } else if (res == CHORUS_SUCCESS) {
+        ts->file = shared->file;
+        ts->mode = (tune_mode_t)shared->mode;
+    }
+    free(shared);
+    return res;
 }

@@ -16,19 +16,38 @@
 #include "util/util.h"
 
 static const char *const link_names[TUNE_LINK_COUNT] = {"shm", "tcp", "arena"};
+static const char *const regime_names[TUNE_REGIMES] = {"cache", "memory"};
 
 const char *tune_link_name(tune_link_t link) { return link < TUNE_LINK_COUNT ? link_names[link] : "?"; }
+const char *tune_regime_name(tune_regime_t r) { return r < TUNE_REGIMES ? regime_names[r] : "?"; }
 
 /* Measured with `chorusrun -n 2 chorus-tune` on the reference machine (docs/tuning.md: a 2-core VM,
  * Debian 12); a tuning file or the measurement at init replaces them. */
 void tune_params_builtin(tune_params_t *tp)
 {
-    *tp = (tune_params_t){.alpha = {[TUNE_LINK_SHM] = 2.0e-6, [TUNE_LINK_TCP] = 20e-6, [TUNE_LINK_ARENA] = 0.5e-6},
-                          .beta = {[TUNE_LINK_SHM] = 4.0e9, [TUNE_LINK_TCP] = 2.5e9},
-                          .beta_copy = 8e9,
-                          .gamma = 0.25e-9,
-                          .cores = 2};
+    *tp = (tune_params_t){
+        .alpha = {[TUNE_LINK_SHM] = 0.33e-6, [TUNE_LINK_TCP] = 5.2e-6, [TUNE_LINK_ARENA] = 0.28e-6},
+        .beta = {[TUNE_LINK_SHM] = {17.7e9, 9.6e9}, [TUNE_LINK_TCP] = {6.1e9, 1.8e9}, [TUNE_LINK_ARENA] = {18.6e9, 17e9}},
+        .beta_copy = {106e9, 20e9},
+        .gamma = {0.018e-9, 0.076e-9},
+        .cache_bytes = 32 << 20,
+        .cores = 2,
+    };
     snprintf(tp->source, sizeof(tp->source), "built in (the reference machine)");
+}
+
+double tune_memory_share(const tune_params_t *tp, const tune_comm_t *tc, double n)
+{
+    double w = 2 * n * CHORUS_MAX(tc->ranks_per_host, 1), lo = tp->cache_bytes / 8;
+    if (w <= lo) return 0;
+    if (w >= tp->cache_bytes) return 1;
+    return log2(w / lo) / 3;
+}
+
+/* Seconds per byte at rate[cache] and rate[memory], blended by the memory share f. */
+static double tune_per_byte(const double rate[TUNE_REGIMES], double f)
+{
+    return (1 - f) / rate[TUNE_CACHE] + f / rate[TUNE_MEMORY];
 }
 
 double tune_predict(const tune_params_t *tp, const tune_comm_t *tc, const algo_desc_t *d, double n)
@@ -36,10 +55,16 @@ double tune_predict(const tune_params_t *tp, const tune_comm_t *tc, const algo_d
     algo_shape_t shape = {.p = tc->nranks, .n = n, .chunk = tc->chunk, .slot = tc->slot};
     algo_cost_t c = d->cost(&shape);
     tune_link_t link = c.link == ALGO_LINK_ARENA ? TUNE_LINK_ARENA : tc->net;
-    double t = c.steps * tp->alpha[link] + c.copied / tp->beta_copy + c.reduced * tp->gamma;
-    if (c.bytes > 0) t += c.bytes / tp->beta[link];
-    double share = tc->cores > 0 && tc->ranks_per_host > tc->cores ? (double)tc->ranks_per_host / tc->cores : 1;
-    return share * t;
+    double f = tune_memory_share(tp, tc, n);
+    double t = c.steps * tp->alpha[link] + c.copied * tune_per_byte(tp->beta_copy, f) +
+               c.reduced * ((1 - f) * tp->gamma[TUNE_CACHE] + f * tp->gamma[TUNE_MEMORY]);
+    if (c.bytes > 0) t += c.bytes * tune_per_byte(tp->beta[link], f);
+    return tune_share(tc) * t;
+}
+
+double tune_share(const tune_comm_t *tc)
+{
+    return tc->cores > 0 && tc->ranks_per_host > tc->cores ? (double)tc->ranks_per_host / tc->cores : 1;
 }
 
 static int tune_usable(const algo_desc_t *d, size_t i, coll_kind_t coll, const tune_comm_t *tc,
@@ -117,6 +142,13 @@ int tune_parse_value(const char *text, double *v_p)
     return -1;
 }
 
+static int tune_find_regime(const char *name)
+{
+    for (int r = 0; r < TUNE_REGIMES; r++)
+        if (strcasecmp(name, regime_names[r]) == 0) return r;
+    return -1;
+}
+
 static int tune_find_link(const char *name)
 {
     for (int l = 0; l < TUNE_LINK_COUNT; l++)
@@ -184,21 +216,28 @@ static int tune_parse_line(tune_file_t *tf, char **w, int nw, int *version_p, ch
         }
         return 0;
     }
+    int r = nw > 2 ? tune_find_regime(w[2]) : -1;
     if (strcmp(w[0], "alpha") == 0 && nw == 3 && (link = tune_find_link(w[1])) >= 0 && tune_parse_value(w[2], &v) == 0) {
         tf->params.alpha[link] = v;
         return 0;
     }
-    if (strcmp(w[0], "beta") == 0 && nw == 3 && strcmp(w[1], "copy") == 0 && tune_parse_value(w[2], &v) == 0 && v > 0) {
-        tf->params.beta_copy = v;
+    if (strcmp(w[0], "beta") == 0 && nw == 4 && r >= 0 && tune_parse_value(w[3], &v) == 0 && v > 0) {
+        if (strcmp(w[1], "copy") == 0) {
+            tf->params.beta_copy[r] = v;
+            return 0;
+        }
+        if ((link = tune_find_link(w[1])) >= 0) {
+            tf->params.beta[link][r] = v;
+            return 0;
+        }
+    }
+    if (strcmp(w[0], "gamma") == 0 && nw == 3 && (r = tune_find_regime(w[1])) >= 0 && tune_parse_value(w[2], &v) == 0) {
+        tf->params.gamma[r] = v;
         return 0;
     }
-    if (strcmp(w[0], "beta") == 0 && nw == 3 && (link = tune_find_link(w[1])) >= 0 && link != TUNE_LINK_ARENA &&
-        tune_parse_value(w[2], &v) == 0 && v > 0) {
-        tf->params.beta[link] = v;
-        return 0;
-    }
-    if (strcmp(w[0], "gamma") == 0 && nw == 2 && tune_parse_value(w[1], &v) == 0) {
-        tf->params.gamma = v;
+    int64_t bytes;
+    if (strcmp(w[0], "cache") == 0 && nw == 2 && params_parse_size(w[1], &bytes) == 0 && bytes > 0) {
+        tf->params.cache_bytes = (double)bytes;
         return 0;
     }
     if (strcmp(w[0], "rule") == 0) {
@@ -210,8 +249,8 @@ static int tune_parse_line(tune_file_t *tf, char **w, int nw, int *version_p, ch
         tf->nrules++;
         return 0;
     }
-    snprintf(err, errlen, "cannot read \"%s ...\" (expected alpha shm|tcp|arena T, beta shm|tcp|copy RATE, gamma T, "
-             "rule COLL ALGO [bounds], machine, date)", w[0]);
+    snprintf(err, errlen, "cannot read \"%s ...\" (expected alpha shm|tcp|arena T, beta shm|tcp|arena|copy cache|memory "
+             "RATE, gamma cache|memory T, cache SIZE, rule COLL ALGO [bounds], machine, date)", w[0]);
     return -1;
 }
 
@@ -260,8 +299,13 @@ chorus_result_t tune_file_write(const char *path, const tune_params_t *tp, char 
     fprintf(f, "chorus-tuning 1\n# written by chorus-tune; read through CHORUS_TUNING_FILE (docs/tuning.md)\n");
     fprintf(f, "machine %s\ndate %s\n", machine, date);
     for (int l = 0; l < TUNE_LINK_COUNT; l++) fprintf(f, "alpha %s %.4gus\n", link_names[l], tp->alpha[l] * 1e6);
-    for (int l = 0; l < TUNE_LINK_ARENA; l++) fprintf(f, "beta %s %.4gGB/s\n", link_names[l], tp->beta[l] / 1e9);
-    fprintf(f, "beta copy %.4gGB/s\ngamma %.4gns\n", tp->beta_copy / 1e9, tp->gamma * 1e9);
+    for (int r = 0; r < TUNE_REGIMES; r++) {
+        for (int l = 0; l < TUNE_LINK_COUNT; l++)
+            fprintf(f, "beta %s %s %.4gGB/s\n", link_names[l], regime_names[r], tp->beta[l][r] / 1e9);
+        fprintf(f, "beta copy %s %.4gGB/s\ngamma %s %.4gns\n", regime_names[r], tp->beta_copy[r] / 1e9, regime_names[r],
+                tp->gamma[r] * 1e9);
+    }
+    fprintf(f, "cache %.0f\n", tp->cache_bytes);
     fprintf(f, "# rules, tried in order before the model: rule COLLECTIVE ALGORITHM [ranks>=P] [bytes>=N] [bytes<=N]\n");
     if (fclose(f) != 0) {
         snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
@@ -302,22 +346,50 @@ static void tune_reduce_once(void *arg)
     reduce_apply3(m->c, m->a, m->b, m->count, chorus_float32, chorus_sum);
 }
 
-void tune_measure_local(tune_params_t *tp, int runs)
+static void tune_bufs_free(tune_bufs_t *m)
 {
-    /* 4 MiB per buffer: past the private caches, so that the figures are those of the bandwidth-bound
-     * sizes the model has to get right (a chunk or a slot in cache moves faster). */
-    tune_bufs_t m = {.count = 1 << 20};
-    m.a = malloc(m.count * sizeof(float));
-    m.b = malloc(m.count * sizeof(float));
-    m.c = malloc(m.count * sizeof(float));
-    if (!m.a || !m.b || !m.c) goto out;
-    for (size_t i = 0; i < m.count; i++) m.a[i] = m.b[i] = m.c[i] = (float)i;
+    free(m->a);
+    free(m->b);
+    free(m->c);
+}
+
+static int tune_bufs_alloc(tune_bufs_t *m, size_t bytes)
+{
+    *m = (tune_bufs_t){.count = bytes / sizeof(float)};
+    m->a = malloc(bytes);
+    m->b = malloc(bytes);
+    m->c = malloc(bytes);
+    if (!m->a || !m->b || !m->c) {
+        tune_bufs_free(m);
+        return -1;
+    }
+    for (size_t i = 0; i < m->count; i++) m->a[i] = m->b[i] = m->c[i] = (float)i;
+    return 0;
+}
+
+void tune_measure_local(tune_params_t *tp, tune_regime_t r, int runs)
+{
+    tune_bufs_t m;
+    if (tune_bufs_alloc(&m, r == TUNE_CACHE ? 256u << 10 : 64u << 20) != 0) return;
     double bytes = (double)(m.count * sizeof(float));
     double copy = tune_best_of(tune_copy_once, &m, runs), red = tune_best_of(tune_reduce_once, &m, runs);
-    if (copy > 0) tp->beta_copy = bytes / copy;
-    if (red > 0) tp->gamma = red / bytes;
-out:
-    free(m.a);
-    free(m.b);
-    free(m.c);
+    if (copy > 0) tp->beta_copy[r] = bytes / copy;
+    if (red > 0) tp->gamma[r] = red / bytes;
+    tune_bufs_free(&m);
+}
+
+double tune_measure_cache_bytes(void)
+{
+    /* From 1 MiB: past the private caches, so the drop looked for is the last-level cache's. */
+    double in_cache = 0, found = 0;
+    for (size_t bytes = 1u << 20; bytes <= (64u << 20); bytes *= 2) {
+        tune_bufs_t m;
+        if (tune_bufs_alloc(&m, bytes) != 0) break;
+        double rate = (double)bytes / tune_best_of(tune_copy_once, &m, 10);
+        tune_bufs_free(&m);
+        if (in_cache == 0) in_cache = rate;
+        if (rate < in_cache / 2) break;
+        found = 3.0 * (double)bytes;
+    }
+    return found;
 }

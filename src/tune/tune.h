@@ -3,11 +3,16 @@
  * algorithm's cost terms (algo.h) predict with them, and where the parameters come from (built in,
  * a tuning file written by chorus-tune, or a short measurement at init). docs/tuning.md.
  *
- *     T = s (steps alpha[link] + bytes / beta[link] + copied / beta_copy + reduced gamma)
+ *     T = s (steps alpha[link] + bytes / beta[link][r] + copied / beta_copy[r] + reduced gamma[r])
  *
- * link: the pair connections (shared-memory rings inside a host, TCP between hosts) or the host arena;
- * s = max(1, ranks on the busiest host / its cores): ranks that outnumber the cores share them, and every
- * term here is work those cores do (copies, reductions, the scheduling a wait costs).
+ * link: the pair connections (shared-memory rings inside a host, TCP between hosts) or the host arena.
+ * r: the regime. Every per-byte cost is measured twice, in cache and in memory, and blended by how far
+ * the call's working set on the busiest host (its ranks' inputs and outputs, 2 n each) passes an eighth
+ * of the last-level cache: all cache below that, all memory from the whole cache up, log-linear between
+ * (caches are shared and the data of other ranks' cores arrives through them, so the knee is gradual).
+ * s = max(1, ranks on the busiest host / its cores):
+ * ranks that outnumber the cores share them, and every term here is work those cores do (copies,
+ * reductions, the scheduling a wait costs).
  */
 #ifndef CHORUS_TUNE_H
 #define CHORUS_TUNE_H
@@ -18,14 +23,16 @@
 #include "algo/algo.h"
 
 typedef enum { TUNE_LINK_SHM, TUNE_LINK_TCP, TUNE_LINK_ARENA, TUNE_LINK_COUNT } tune_link_t;
+typedef enum { TUNE_CACHE, TUNE_MEMORY, TUNE_REGIMES } tune_regime_t;
 
 typedef struct tune_params {
-    double alpha[TUNE_LINK_COUNT]; /* seconds per step (arena: per synchronisation) */
-    double beta[TUNE_LINK_COUNT];  /* bytes per second through a rank's link (arena: unused) */
-    double beta_copy;              /* bytes per second of a local memory copy */
-    double gamma;                  /* seconds per byte reduced (float32 sum) */
-    int cores;                     /* of the host the parameters were measured on */
-    char source[160];              /* where they come from, for the logs */
+    double alpha[TUNE_LINK_COUNT];               /* seconds per step (arena: per synchronisation) */
+    double beta[TUNE_LINK_COUNT][TUNE_REGIMES];  /* bytes per second through a rank's link (arena: read from peers) */
+    double beta_copy[TUNE_REGIMES];              /* bytes per second of a local memory copy */
+    double gamma[TUNE_REGIMES];                  /* seconds per byte reduced (float32 sum) */
+    double cache_bytes;                          /* working sets beyond this run at memory speed */
+    int cores;                                   /* of the host the parameters were measured on */
+    char source[160];                            /* where they come from, for the logs */
 } tune_params_t;
 
 /* A communicator as the model sees it. */
@@ -39,6 +46,11 @@ typedef struct tune_comm {
 } tune_comm_t;
 
 const char *tune_link_name(tune_link_t link);
+const char *tune_regime_name(tune_regime_t r);
+/* s: the factor ranks that outnumber their host's cores pay (1 when they do not). */
+double tune_share(const tune_comm_t *tc);
+/* How much of a call moving n bytes runs at memory speed (0: all in cache, 1: all in memory). */
+double tune_memory_share(const tune_params_t *tp, const tune_comm_t *tc, double n);
 
 /* The parameters measured on the reference machine (docs/tuning.md says how and when). */
 void tune_params_builtin(tune_params_t *tp);
@@ -57,9 +69,9 @@ const algo_desc_t *tune_model_choice(const tune_params_t *tp, const tune_comm_t 
  *     machine <host> cores <n> cpu <model...>
  *     date <ISO 8601>
  *     alpha shm|tcp|arena <seconds>
- *     beta shm|tcp <bytes per second>
- *     beta copy <bytes per second>
- *     gamma <seconds per byte>
+ *     beta shm|tcp|arena|copy cache|memory <bytes per second>
+ *     gamma cache|memory <seconds per byte>
+ *     cache <bytes>
  *     rule <collective> <algorithm> [ranks>=P] [bytes>=N] [bytes<=N]
  * Blank lines and lines starting with # are ignored. Rules apply in file order, before the model.
  */
@@ -97,6 +109,7 @@ typedef enum { TUNE_MODE_RULES, TUNE_MODE_MODEL } tune_mode_t;
 
 typedef struct tune_state {
     tune_mode_t mode;
+    int partner; /* the rank rank 0 measures its link with: the first on another host, else rank 1 */
     tune_file_t file; /* parameters and rules, the same on every rank (rank 0's) */
     tune_comm_t comm;
     /* The model's choice per collective and size bucket, made at the first call that needs it (for the
@@ -112,15 +125,24 @@ typedef struct tune_state {
 const algo_desc_t *tune_select(tune_state_t *ts, const coll_args_t *a, const algo_config_t *cfg);
 
 /* At init, on every rank together (connections ready, nothing else in flight): the measurement when
- * calibrate (calibrate.c), then rank 0's parameters and rules given to every rank. partner: the rank
- * rank 0 measures its link with. */
-chorus_result_t tune_setup(prims_t *p, tune_state_t *ts, int calibrate, int partner);
+ * calibrate, then rank 0's parameters, rules and selection mode given to every rank, so that all choose
+ * alike. err: on rank 0, its trouble reading the tuning file (or ""), which fails init on every rank
+ * (INVALID_ARGUMENT, err filled). */
+chorus_result_t tune_setup(prims_t *p, tune_state_t *ts, int calibrate, char *err, size_t errlen);
 
 /* This machine's description: "host cores N cpu MODEL". */
 void tune_machine(char *buf, size_t len, int *cores_p);
 
-/* Local measurements (no peer involved): beta_copy and gamma, each the best of `runs` (about 1-2 ms
- * each on 4 MiB buffers). */
-void tune_measure_local(tune_params_t *tp, int runs);
+/* Local measurements (no peer involved): beta_copy and gamma of one regime, each the best of `runs`
+ * (cache: 256 KiB buffers; memory: 64 MiB, well past any last-level cache). */
+void tune_measure_local(tune_params_t *tp, tune_regime_t r, int runs);
+/* The last-level cache as copies see it: the largest working set (three buffers) whose copy rate stays
+ * above half the one at 1 MiB, found by a sweep (about 50 ms). */
+double tune_measure_cache_bytes(void);
+
+/* The measurements, on every rank of the communicator together (calibrate.c): rank 0's params hold the
+ * results. thorough: chorus-tune's (more repetitions, both regimes, the cache size; ~1 s); otherwise the
+ * few milliseconds of init (cache regime only). */
+chorus_result_t tune_measure(prims_t *p, tune_state_t *ts, int thorough);
 
 #endif

@@ -26,9 +26,12 @@ chorus-tuning 1
 machine test cores 2 cpu none
 # a comment
 alpha shm 5us
-beta shm 450GB/s
-gamma 0
-beta copy 1e30
+beta shm cache 450GB/s
+beta shm memory 450GB/s
+gamma cache 0
+gamma memory 0
+beta copy cache 1e30
+beta copy memory 1e30
 rule allreduce ring bytes>=64K
 rule allgather bruck ranks>=4 bytes<=1M
 T
