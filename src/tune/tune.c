@@ -1,7 +1,6 @@
 /* The cost model's arithmetic, its parameters and tuning files (tune.h). */
 #include "tune/tune.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <sched.h>
@@ -19,7 +18,6 @@ static const char *const link_names[TUNE_LINK_COUNT] = {"shm", "tcp", "arena"};
 static const char *const regime_names[TUNE_REGIMES] = {"cache", "memory"};
 
 const char *tune_link_name(tune_link_t link) { return link < TUNE_LINK_COUNT ? link_names[link] : "?"; }
-const char *tune_regime_name(tune_regime_t r) { return r < TUNE_REGIMES ? regime_names[r] : "?"; }
 
 /* Measured with `chorusrun -n 2 chorus-tune` on the reference machine (docs/tuning.md: a 2-core VM,
  * Debian 12); a tuning file or the measurement at init replaces them. */
@@ -31,7 +29,6 @@ void tune_params_builtin(tune_params_t *tp)
         .beta_copy = {106e9, 20e9},
         .gamma = {0.018e-9, 0.076e-9},
         .cache_bytes = 32 << 20,
-        .cores = 2,
     };
     snprintf(tp->source, sizeof(tp->source), "built in (the reference machine)");
 }
@@ -211,8 +208,6 @@ static int tune_parse_line(tune_file_t *tf, char **w, int nw, int *version_p, ch
             tf->machine[0] = 0;
             for (int k = 1; k < nw && used < sizeof(tf->machine); k++)
                 used += (size_t)snprintf(tf->machine + used, sizeof(tf->machine) - used, "%s%s", k > 1 ? " " : "", w[k]);
-            for (int k = 1; k + 1 < nw; k++)
-                if (strcmp(w[k], "cores") == 0) tf->params.cores = atoi(w[k + 1]);
         }
         return 0;
     }
@@ -280,7 +275,9 @@ chorus_result_t tune_file_read(const char *path, tune_file_t *tf, char *err, siz
         snprintf(err, errlen, "CHORUS_TUNING_FILE=%s: empty, or not a tuning file (no \"chorus-tuning 1\")", path);
         res = CHORUS_ERR_INVALID_ARGUMENT;
     }
-    if (res == CHORUS_SUCCESS) snprintf(tf->params.source, sizeof(tf->params.source), "tuning file %.140s", path);
+    if (res == CHORUS_SUCCESS)
+        snprintf(tf->params.source, sizeof(tf->params.source), "tuning file %.60s, measured on %.40s", path,
+                 tf->machine[0] ? tf->machine : "an unnamed machine");
     return res;
 }
 

@@ -31,7 +31,6 @@ typedef struct tune_params {
     double beta_copy[TUNE_REGIMES];              /* bytes per second of a local memory copy */
     double gamma[TUNE_REGIMES];                  /* seconds per byte reduced (float32 sum) */
     double cache_bytes;                          /* working sets beyond this run at memory speed */
-    int cores;                                   /* of the host the parameters were measured on */
     char source[160];                            /* where they come from, for the logs */
 } tune_params_t;
 
@@ -46,7 +45,6 @@ typedef struct tune_comm {
 } tune_comm_t;
 
 const char *tune_link_name(tune_link_t link);
-const char *tune_regime_name(tune_regime_t r);
 /* s: the factor ranks that outnumber their host's cores pay (1 when they do not). */
 double tune_share(const tune_comm_t *tc);
 /* How much of a call moving n bytes runs at memory speed (0: all in cache, 1: all in memory). */
