@@ -2,6 +2,9 @@
 # Runs test_mismatch on 3 ranks: every rank must pass, and at least one must have named the field.
 # usage: run_mismatch.sh CHORUSRUN TEST_MISMATCH MODE [strict]
 set -u
+SYNC_DIR=$(mktemp -d)
+export SYNC_DIR
+trap 'rm -rf "$SYNC_DIR"' EXIT
 out=$(timeout 60 "$1" -n 3 "$2" "${@:3}" 2>&1)
 rc=$?
 echo "$out" | grep "^rank"

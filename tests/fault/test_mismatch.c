@@ -11,10 +11,14 @@
  * here) kills the rank instead of passing unseen.
  * Each rank prints "rank R: ok" or what went wrong, and whether it named the field (run_mismatch.sh
  * checks that one did).
- * usage: test_mismatch MODE [strict]
+ * No rank destroys its communicator before every rank has made its calls (a marker file per rank in
+ * SYNC_DIR): a rank that finished and left in good order cannot tell a later rank anything, and a rank
+ * whose first message to it comes after it left learns only that it left.
+ * usage: test_mismatch MODE [strict]   (environment: SYNC_DIR, a directory of its own)
  */
 #include <chorus/chorus.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -34,6 +38,26 @@ static float *guarded(size_t floats)
     char *m = mmap(NULL, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED || mprotect(m + span, page, PROT_NONE) != 0) return NULL;
     return (float *)(m + span - bytes);
+}
+
+/* Mark this rank done in SYNC_DIR and wait (10 s at most) until every rank is. */
+static void wait_for_all(void)
+{
+    const char *dir = getenv("SYNC_DIR");
+    char path[512];
+    if (!dir) return;
+    snprintf(path, sizeof(path), "%s/rank%d", dir, rank);
+    FILE *f = fopen(path, "w");
+    if (f) fclose(f);
+    for (int waited = 0; waited < 1000; waited++) {
+        int done = 0;
+        for (int r = 0; r < nranks; r++) {
+            snprintf(path, sizeof(path), "%s/rank%d", dir, r);
+            done += access(path, F_OK) == 0;
+        }
+        if (done == nranks) return;
+        usleep(10000);
+    }
 }
 
 static chorus_result_t call(const char *mode, int i)
@@ -91,6 +115,8 @@ int main(int argc, char **argv)
                chorus_result_name(r), err, strict ? "" : "REMOTE or ", strict ? field : ": here ",
                rank == 1 ? "another rank" : culprit);
     printf("rank %d: %s the field\n", rank, named ? "named" : "did not name");
+    fflush(stdout);
+    wait_for_all();
     chorus_comm_destroy(comm);
     return !ok;
 }

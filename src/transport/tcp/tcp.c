@@ -310,12 +310,6 @@ static chorus_result_t tcp_close_behind_input(tcp_conn_t *conn)
     struct pollfd pfd = {.fd = conn->fd, .events = POLLRDHUP};
     if (SYSCALL_RETRY(poll(&pfd, 1, 0)) <= 0 || !(pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)))
         return CHORUS_SUCCESS;
-    if (pfd.revents & POLLERR) {
-        int e = 0;
-        socklen_t elen = sizeof(e);
-        if (getsockopt(conn->fd, SOL_SOCKET, SO_ERROR, &e, &elen) == 0 && e != 0)
-            return tcp_fail_errno(conn, e, "recv");
-    }
     int queued = 0;
     if (ioctl(conn->fd, FIONREAD, &queued) < 0) return tcp_fail_errno(conn, errno, "ioctl FIONREAD");
     unsigned char *buf = queued > 0 ? malloc((size_t)queued) : NULL;
@@ -323,10 +317,16 @@ static chorus_result_t tcp_close_behind_input(tcp_conn_t *conn)
     ssize_t n = queued > 0 ? SYSCALL_RETRY(recv(conn->fd, buf, (size_t)queued, MSG_PEEK | MSG_DONTWAIT)) : 0;
     int orderly = n > 0 && tcp_stream_ends_in_goodbye(buf, (size_t)n);
     free(buf);
+    /* A peer that left in good order may still reset the connection: closing with bytes of ours unread
+     * (a call it never matched) makes its kernel send a reset. What it sent stays readable here. */
     if (orderly) {
         conn->peer_left = 1;
         return CHORUS_SUCCESS;
     }
+    int e = 0;
+    socklen_t elen = sizeof(e);
+    if ((pfd.revents & POLLERR) && getsockopt(conn->fd, SOL_SOCKET, SO_ERROR, &e, &elen) == 0 && e != 0)
+        return tcp_fail_errno(conn, e, "recv");
     LOG_INFO(LOG_SUB_NET, "tcp: fd %d: closed by the peer behind %d unread bytes, without its goodbye", conn->fd,
              queued);
     return tcp_fail(conn, CHORUS_ERR_REMOTE, 0);
