@@ -6,7 +6,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 PREFIX ?= /usr/local
 
-.PHONY: all build test perf install clean bench bench-tcp bench-peers bench-build
+.PHONY: all build test test-full test-tsan perf install clean bench bench-tcp bench-peers bench-build
 
 all: build
 
@@ -19,6 +19,11 @@ build: $(BUILD)/CMakeCache.txt
 test: build
 	cd $(BUILD) && ctest --output-on-failure --timeout 600
 
+# The suite with the randomised failure tests repeated more: TEST_FULL=1, read by
+# tests/fault/run_fault.sh, makes each kill test run 50 times instead of 3 and each init-kill test 20.
+test-full: build
+	cd $(BUILD) && TEST_FULL=1 ctest --output-on-failure --timeout 600
+
 # The suite under AddressSanitizer and UndefinedBehaviorSanitizer (any report fails the test). Left out:
 # the 1M-element matrices (the same paths run with smaller counts), and installing, whose consumers are
 # built without the sanitizer runtime.
@@ -29,6 +34,18 @@ test-asan:
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure --timeout 600 -j $(JOBS) -E '$(ASAN_EXCLUDE)'
+
+# ThreadSanitizer (any report fails the test): the ranks-as-threads test and the unit tests. Not the
+# multi-process suites: TSan sees only the threads of one process. Even in test_threads each rank maps the
+# shared-memory segments at its own address, so TSan checks everything but the shm rings' and the host
+# arena's protocols between ranks (those are atomics on words shared between processes).
+TSAN_BUILD ?= $(BUILD)-tsan
+TSAN_TESTS ?= ^threads\.|^unit\.
+test-tsan:
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Release -DCHORUS_TSAN=ON
+	cmake --build $(TSAN_BUILD) -j $(JOBS)
+	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+	  ctest --output-on-failure --timeout 600 -R '$(TSAN_TESTS)'
 
 perf: build
 	$(BUILD)/tools/chorusrun -n 4 $(BUILD)/tools/chorus-perf allreduce -b 8 -e 256M -f 4

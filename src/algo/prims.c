@@ -183,7 +183,8 @@ static chorus_result_t exch_step(void *arg, progress_status_t *status)
     int done = e->recvs_handled == e->nrecvs && e->sends_posted == e->nsends;
     for (int i = 0; done && i < e->nsends; i++) done = e->sends[i].state == XFER_DONE;
     *status = done ? PROGRESS_DONE : moved ? PROGRESS_MOVED : PROGRESS_IDLE;
-    if (*status == PROGRESS_IDLE) e->p->waiting_on = e->recvs_handled < e->nrecvs ? e->recv_peer : e->send_peer;
+    if (*status == PROGRESS_IDLE)
+        prims_set_waiting_on(e->p, e->recvs_handled < e->nrecvs ? e->recv_peer : e->send_peer);
     return CHORUS_SUCCESS;
 }
 
@@ -238,7 +239,7 @@ static chorus_result_t exch_run(exch_t *e)
         }
         CHECK(exch_post_ready_sends(e));
     }
-    p->step++;
+    prims_set_step(p, p->step + 1);
     int failed;
     chorus_result_t res = progress_run(p->engine, exch_step, e, p->conns, p->nranks, p->deadline_ns, &failed);
     if (failed >= 0) return prims_fail_conn(p, res, failed);
@@ -572,7 +573,7 @@ static chorus_result_t trees_step(void *arg, progress_status_t *status)
                 return prims_fail_xfer(op->p, l->peer, x, l->send);
             moved = 1;
         }
-        if (done && l->done < l->n) op->p->waiting_on = l->peer; /* the first unfinished lane, as in errors */
+        if (done && l->done < l->n) prims_set_waiting_on(op->p, l->peer); /* the first unfinished lane, as in errors */
         done &= l->done == l->n;
     }
     *status = done ? PROGRESS_DONE : moved ? PROGRESS_MOVED : PROGRESS_IDLE;
@@ -650,7 +651,7 @@ chorus_result_t prims_trees(prims_t *p, prims_tree_mode_t mode, const prims_tree
     }
     trees_walk(&op);
     int failed = -1;
-    p->step++;
+    prims_set_step(p, p->step + 1);
     res = progress_run(p->engine, trees_step, &op, p->conns, p->nranks, p->deadline_ns, &failed);
     if (failed >= 0) res = prims_fail_conn(p, res, failed);
     if (res == CHORUS_ERR_TIMEOUT || res == CHORUS_ERR_ABORTED) {

@@ -40,7 +40,7 @@ static chorus_result_t direct_wait_phase(prims_t *p, int peer, uint32_t phase)
     for (int i = 0; i < DIRECT_QUICK_POLLS; i++)
         if (shm_arena_reached(p->arena, peer, phase)) return CHORUS_SUCCESS;
     direct_wait_t w = {p, peer, phase};
-    p->waiting_on = peer;
+    prims_set_waiting_on(p, peer);
     int failed;
     chorus_result_t res = progress_run_sleep(p->engine, direct_wait_step, direct_wait_sleep, &w, p->conns, p->nranks,
                                              p->deadline_ns, &failed);
@@ -85,7 +85,7 @@ chorus_result_t prims_direct_begin(prims_t *p, void **slot_p)
     for (int q = 0; q < p->nranks; q++)
         if (q != p->rank) CHECK(direct_sync(p, q, phase - 1));
     p->phase = phase;
-    p->step++;
+    prims_set_step(p, p->step + 1);
     *slot_p = shm_arena_slot(p->arena, p->rank, phase);
     return CHORUS_SUCCESS;
 }

@@ -36,6 +36,8 @@ struct prims {
     const char *op_name;
     uint64_t op_seq;
     prims_fingerprint_t fp;
+    /* Read by flight-recorder dumps on other threads while the operation runs: set only through
+     * prims_set_step and prims_set_waiting_on. */
     int step; /* exchanges so far in this operation, for error messages */
     int waiting_on; /* the peer an idle exchange waits for (-1: none yet), for the flight recorder */
     /* Direct access (NULL arena: none). */
@@ -52,6 +54,14 @@ struct prims {
     char *err;
     size_t errlen;
 };
+
+/* Where the operation is, as relaxed atomic stores (a plain store on the hardware): a dump may read them
+ * at any moment (recorder.c). */
+static inline void prims_set_step(prims_t *p, int step) { __atomic_store_n(&p->step, step, __ATOMIC_RELAXED); }
+static inline void prims_set_waiting_on(prims_t *p, int peer)
+{
+    __atomic_store_n(&p->waiting_on, peer, __ATOMIC_RELAXED);
+}
 
 void prims_fini(prims_t *p);
 /* "host pid N" of a peer, for error messages. */

@@ -91,8 +91,8 @@ static void coll_local(const coll_args_t *a, size_t elem)
 static int64_t coll_begin(chorus_comm_t comm, const char *name, uint32_t tag, uint64_t seq)
 {
     int64_t now = time_coarse_ns();
-    comm->prims.step = 0;
-    comm->prims.waiting_on = -1;
+    prims_set_step(&comm->prims, 0);
+    prims_set_waiting_on(&comm->prims, -1);
     comm->prims.deadline_ns = comm->params.timeout > 0 ? now + comm->params.timeout * 1000000 : INT64_MAX;
     comm->prims.tag = tag;
     comm->prims.op_name = name;

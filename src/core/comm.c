@@ -1,10 +1,12 @@
 /* Communicator life cycle: init (knobs, bootstrap, transports, engine) and destroy. */
 #include "core/comm.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -13,6 +15,7 @@
 #include "bootstrap/bootstrap.h"
 #include "core/comm_info.h"
 #include "platform/host.h"
+#include "platform/shmem.h"
 #include "util/log.h"
 #include "util/util.h"
 
@@ -52,6 +55,7 @@ static void comm_free(chorus_comm_t comm)
     free(comm->send_seq);
     free(comm->recv_seq);
     free(comm->stage);
+    pthread_mutex_destroy(&comm->fail_lock);
     free(comm);
 }
 
@@ -135,13 +139,22 @@ static chorus_result_t comm_setup_tuning(chorus_comm_t comm, const bootstrap_t *
 }
 
 /* The transport to one peer: shared memory when it shares this host (and CHORUS_TRANSPORT allows), proven
- * to work by shm_conn_open's token exchange; TCP otherwise or when that fails. Takes ownership of fd. */
-static chorus_result_t comm_open_transport(chorus_comm_t comm, const bootstrap_t *bs, int peer, int fd)
+ * to work by shm_conn_open's token exchange; TCP otherwise or when that fails. socks: every peer's socket
+ * by rank (-1 for none), watched during the exchange so that a rank that dies anywhere ends it at once and
+ * is the one named, not the peer of the exchange. Takes ownership of socks[peer] when it succeeds; sets it
+ * to -1 when it is closed. */
+static chorus_result_t comm_open_transport(chorus_comm_t comm, const bootstrap_t *bs, int peer, int *socks,
+                                           int64_t deadline)
 {
+    int fd = socks[peer], closed = -1;
+    int64_t left_ms = deadline == INT64_MAX ? 0 : CHORUS_MAX(time_left_ms(deadline, INT32_MAX), 1);
     transport_options_t topt = {.chunk_bytes = (size_t)comm->params.chunk_size,
                                 .socket_buffer = (size_t)comm->params.socket_buffer,
                                 .shm_ring_bytes = (size_t)comm->params.shm_ring_size,
-                                .shm_setup_timeout_ms = comm->params.connect_timeout};
+                                .shm_setup_timeout_ms = left_ms,
+                                .watch_fds = socks,
+                                .nwatch = comm->nranks,
+                                .watch_closed = &closed};
     const char *mode = comm->params.transport;
     if (strcmp(mode, "tcp") != 0 && comm_same_host(bs, peer, comm->rank)) {
         char name[64], why[256] = "";
@@ -153,16 +166,29 @@ static chorus_result_t comm_open_transport(chorus_comm_t comm, const bootstrap_t
             LOG_INFO(LOG_SUB_INIT, "rank %d (%s) via shm", peer, comm->hosts[peer]);
             return CHORUS_SUCCESS;
         }
-        if (res != CHORUS_ERR_NOT_SUPPORTED) {
-            close(fd);
+        /* The socket stays open (the caller closes it) for comm_init_linger. */
+        if (closed >= 0)
+            return comm_error(comm, res, "init: rank %d (%s) closed its connection while this rank was setting up "
+                              "shared memory with rank %d: it exited, crashed or gave up on init", closed,
+                              comm->hosts[closed], peer);
+        if (res == CHORUS_ERR_REMOTE)
+            return comm_error(comm, res, "init: rank %d (%s) closed its connection during the shared-memory set-up "
+                              "with this rank: it exited, crashed or gave up on init", peer, comm->hosts[peer]);
+        if (res == CHORUS_ERR_TIMEOUT)
+            return comm_error(comm, res, "init: rank %d (%s) did not complete the shared-memory set-up with this "
+                              "rank within CHORUS_CONNECT_TIMEOUT (%lld ms)", peer, comm->hosts[peer],
+                              (long long)comm->params.connect_timeout);
+        if (res != CHORUS_ERR_NOT_SUPPORTED)
             return comm_error(comm, res, "init: shared-memory set-up with rank %d (%s) failed: %s", peer,
                               comm->hosts[peer], why);
-        }
         if (!comm->shm_fallback_logged++)
             LOG_INFO(LOG_SUB_SHM, "shared memory with rank %d unavailable (%s); using TCP", peer, why);
     }
     chorus_result_t res = tcp_conn_open(fd, &topt, &comm->conns[peer]);
-    if (res != CHORUS_SUCCESS) return comm_error(comm, res, "init: cannot set up the connection to rank %d", peer);
+    if (res != CHORUS_SUCCESS) {
+        socks[peer] = -1; /* tcp_conn_open closed it */
+        return comm_error(comm, res, "init: cannot set up the connection to rank %d", peer);
+    }
     comm->ntcp++;
     LOG_INFO(LOG_SUB_INIT, "rank %d (%s) via tcp", peer, comm->hosts[peer]);
     return CHORUS_SUCCESS;
@@ -229,7 +255,7 @@ static chorus_result_t comm_setup_arena(chorus_comm_t comm, const bootstrap_t *b
     p->tag = ARENA_SETUP_TAG;
     p->fp = (prims_fingerprint_t){0};
     p->op_name = "init (host arena)";
-    p->deadline_ns = time_deadline_ms(comm->params.connect_timeout);
+    p->deadline_ns = comm->init_deadline_ns;
     int want = comm->params.shm_slot_size > 0 && strcmp(comm->params.transport, "tcp") != 0;
     char name[64], why[256] = "";
     arena_offer_t offer = {0};
@@ -282,22 +308,75 @@ static chorus_result_t comm_setup_arena(chorus_comm_t comm, const bootstrap_t *b
     return comm_setup_single_copy(comm);
 }
 
-/* Rendezvous, mesh, and one transport connection per peer. */
+/* After init failed past the mesh because of a peer: keep this rank's connections open until every peer
+ * has closed its side, at most COMM_FAILED_LINGER_MS and never past init's deadline, as comm_linger does
+ * for a failed communicator. The ranks still waiting on this one watch all their connections: they then
+ * find the rank that died and name it, instead of taking this rank's close for the first failure. Only
+ * closes are asked for: bytes a peer sent meanwhile are not read. */
+static void comm_init_linger(const chorus_comm_t comm, const int *socks)
+{
+    struct pollfd *pfd = calloc((size_t)comm->nranks, sizeof(*pfd));
+    if (!pfd) return;
+    int open = 0;
+    for (int i = 0; i < comm->nranks; i++) {
+        pfd[i] = (struct pollfd){.fd = socks[i], .events = POLLRDHUP};
+        open += socks[i] >= 0;
+    }
+    int64_t until = CHORUS_MIN(time_deadline_ms(COMM_FAILED_LINGER_MS), comm->init_deadline_ns);
+    while (open > 0 && time_now_ns() < until) {
+        if (poll(pfd, (nfds_t)comm->nranks, time_left_ms(until, COMM_FAILED_LINGER_MS)) < 0 && errno != EINTR) break;
+        for (int i = 0; i < comm->nranks; i++)
+            if (pfd[i].fd >= 0 && (pfd[i].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))) {
+                pfd[i].fd = -1;
+                open--;
+            }
+    }
+    free(pfd);
+}
+
+/* After a failed init: the segments this rank would share with the peers of its host, and the host arena,
+ * are of no use now. Their maker unlinks each once the other side has mapped it, or when the exchange
+ * fails; one that died in between left it in /dev/shm, where nothing else would remove it. So every rank
+ * whose init fails unlinks every name it could share (most no longer exist). */
+static void comm_unlink_leftovers(const chorus_comm_t comm, const bootstrap_t *bs)
+{
+    if (strcmp(comm->params.transport, "tcp") == 0) return;
+    char name[64];
+    int all_here = 1;
+    for (int i = 0; i < comm->nranks; i++) {
+        if (!comm_same_host(bs, i, comm->rank)) {
+            all_here = 0;
+            continue;
+        }
+        if (i != comm->rank && bootstrap_shm_name(bs, comm->rank, i, name, sizeof(name)) == CHORUS_SUCCESS)
+            shmem_unlink(name);
+    }
+    if (all_here && comm->nranks > 1 &&
+        bootstrap_shm_name(bs, comm->nranks, comm->nranks, name, sizeof(name)) == CHORUS_SUCCESS)
+        shmem_unlink(name);
+}
+
+/* Rendezvous, mesh, and one transport connection per peer, all within CHORUS_CONNECT_TIMEOUT. */
 static chorus_result_t comm_connect(chorus_comm_t comm, const chorus_unique_id_t *id)
 {
     bootstrap_options_t opt;
     char hostid[HOST_ID_BYTES];
     comm_bootstrap_options(comm, &opt, hostid, sizeof(hostid));
     bootstrap_t *bs = NULL;
-    int *fds = NULL;
+    int *fds = NULL, *socks = NULL, meshed = 0;
+    comm->init_deadline_ns = time_deadline_ms(comm->params.connect_timeout);
     chorus_result_t res = bootstrap_init(id, comm->rank, comm->nranks, &opt, &bs, comm->last_error, COMM_ERROR_BYTES);
     if (res != CHORUS_SUCCESS) return res;
     fds = malloc(sizeof(int) * (size_t)comm->nranks);
-    if (!fds) {
+    socks = malloc(sizeof(int) * (size_t)comm->nranks);
+    if (!fds || !socks) {
         res = comm_error(comm, CHORUS_ERR_NO_MEMORY, "init: out of memory");
         goto out;
     }
+    for (int i = 0; i < comm->nranks; i++) fds[i] = -1;
     CHECK_GOTO(bootstrap_connect_mesh(bs, fds, comm->last_error, COMM_ERROR_BYTES), res, out);
+    meshed = 1;
+    memcpy(socks, fds, sizeof(int) * (size_t)comm->nranks);
     for (int i = 0; i < comm->nranks; i++) {
         const bootstrap_peer_info_t *info = bootstrap_peer(bs, i);
         snprintf(comm->hosts[i], PRIMS_HOST_BYTES, "%.40s pid %d", info->host, info->pid);
@@ -311,16 +390,32 @@ static chorus_result_t comm_connect(chorus_comm_t comm, const chorus_unique_id_t
      * order of pairs cannot deadlock. */
     for (int i = 0; i < comm->nranks; i++) {
         if (i == comm->rank) continue;
-        CHECK_GOTO(comm_open_transport(comm, bs, i, fds[i]), res, out);
-        fds[i] = -1;
+        res = comm_open_transport(comm, bs, i, socks, comm->init_deadline_ns);
+        fds[i] = comm->conns[i] ? -1 : socks[i]; /* the transport's now, or still ours */
+        if (res != CHORUS_SUCCESS) goto out;
     }
     CHECK_GOTO(comm_setup_arena(comm, bs), res, out);
-    res = comm_setup_tuning(comm, bs);
+    CHECK_GOTO(comm_setup_tuning(comm, bs), res, out);
+    /* The last exchanges need only some ranks (the tuning broadcast goes down a tree), and a rank spinning
+     * on a quick reply does not look at the other connections: a rank that died while this one no longer
+     * waited on it is looked for once more here, rather than left for the first collective to find. */
+    int failed;
+    res = progress_check(&comm->engine, comm->conns, comm->nranks, &failed);
+    if (res != CHORUS_SUCCESS && failed >= 0)
+        res = comm_error(comm, res, "init: rank %d (%s) closed its connection before init ended: it exited, crashed "
+                         "or gave up on init", failed, comm->hosts[failed]);
+    else if (res != CHORUS_SUCCESS)
+        res = comm_error(comm, res, "init: checking the connections at the end of init failed");
 out:
-    if (fds && res != CHORUS_SUCCESS)
-        for (int i = 0; i < comm->nranks; i++)
+    if (res != CHORUS_SUCCESS) {
+        if (meshed && (res == CHORUS_ERR_REMOTE || res == CHORUS_ERR_TIMEOUT)) comm_init_linger(comm, socks);
+        comm_unlink_leftovers(comm, bs);
+        for (int i = 0; fds && i < comm->nranks; i++)
             if (fds[i] >= 0 && !comm->conns[i]) close(fds[i]);
+    }
+    comm->init_deadline_ns = 0;
     free(fds);
+    free(socks);
     bootstrap_close(bs);
     return res;
 }
@@ -339,6 +434,7 @@ static chorus_result_t comm_init(chorus_comm_t *comm_p, int nranks, const chorus
                           config->size);
     chorus_comm_t comm = calloc(1, sizeof(*comm));
     if (!comm) return comm_error(NULL, CHORUS_ERR_NO_MEMORY, "init: out of memory");
+    pthread_mutex_init(&comm->fail_lock, NULL);
     comm->rank = rank;
     comm->nranks = nranks;
     comm->engine.wake_fd = -1;
@@ -513,12 +609,28 @@ chorus_result_t chorus_comm_destroy(chorus_comm_t comm)
     return CHORUS_SUCCESS;
 }
 
+/* Make res the communicator's sticky error, described by detail, unless it already has one; returns
+ * whether it did. A failing operation and chorus_comm_abort() on other threads may race here: one wins,
+ * and its description is complete before any thread can read it (comm_op_begin). */
+static int comm_set_sticky(chorus_comm_t comm, chorus_result_t res, const char *detail)
+{
+    chorus_result_t expected = CHORUS_SUCCESS;
+    pthread_mutex_lock(&comm->fail_lock);
+    int first = atomic_compare_exchange_strong(&comm->sticky, &expected, res);
+    if (first) snprintf(comm->sticky_error, sizeof(comm->sticky_error), "%s", detail);
+    pthread_mutex_unlock(&comm->fail_lock);
+    return first;
+}
+
 chorus_result_t comm_op_begin(chorus_comm_t comm)
 {
     chorus_result_t sticky = atomic_load(&comm->sticky);
-    if (sticky != CHORUS_SUCCESS)
-        return comm_error(comm, sticky, "the communicator failed earlier and can only be destroyed: %s",
-                          comm->sticky_error);
+    if (sticky != CHORUS_SUCCESS) {
+        pthread_mutex_lock(&comm->fail_lock);
+        comm_error(comm, sticky, "the communicator failed earlier and can only be destroyed: %s", comm->sticky_error);
+        pthread_mutex_unlock(&comm->fail_lock);
+        return sticky;
+    }
     atomic_store(&comm->in_op, 1);
     if (atomic_load(&comm->sticky) != CHORUS_SUCCESS) { /* an abort slipped in between */
         atomic_store(&comm->in_op, 0);
@@ -533,11 +645,7 @@ chorus_result_t comm_op_end(chorus_comm_t comm, chorus_result_t res)
 {
     if (res == CHORUS_ERR_REMOTE || res == CHORUS_ERR_TIMEOUT || res == CHORUS_ERR_MISMATCH ||
         res == CHORUS_ERR_ABORTED || res == CHORUS_ERR_SYSTEM) {
-        chorus_result_t expected = CHORUS_SUCCESS;
-        if (atomic_compare_exchange_strong(&comm->sticky, &expected, res)) {
-            snprintf(comm->sticky_error, sizeof(comm->sticky_error), "%s", comm->last_error);
-            recorder_on_failure(comm, res);
-        }
+        if (comm_set_sticky(comm, res, comm->last_error)) recorder_on_failure(comm, res);
         /* The failed operation's transfers may still be posted, pointing at buffers the caller is about to
          * free: take them back from every connection. */
         for (int i = 0; i < comm->nranks; i++)
@@ -550,9 +658,7 @@ chorus_result_t comm_op_end(chorus_comm_t comm, chorus_result_t res)
 chorus_result_t chorus_comm_abort(chorus_comm_t comm)
 {
     if (!comm) return comm_error(NULL, CHORUS_ERR_INVALID_ARGUMENT, "abort: comm is NULL");
-    chorus_result_t expected = CHORUS_SUCCESS;
-    int first = atomic_compare_exchange_strong(&comm->sticky, &expected, CHORUS_ERR_ABORTED);
-    if (first) snprintf(comm->sticky_error, sizeof(comm->sticky_error), "chorus_comm_abort() was called");
+    int first = comm_set_sticky(comm, CHORUS_ERR_ABORTED, "chorus_comm_abort() was called");
     progress_abort(&comm->engine);
     /* Wait (bounded) for a call blocked in another thread to leave the data path: after this returns, no
      * receive of this rank is still writing into a user buffer. The engine checks the abort flag every

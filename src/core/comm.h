@@ -3,6 +3,7 @@
 #ifndef CHORUS_COMM_H
 #define CHORUS_COMM_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -33,10 +34,14 @@ struct chorus_comm {
     void *stage;           /* float32 staging of half-precision reductions */
     size_t stage_bytes;
     char last_error[COMM_ERROR_BYTES];
-    /* Failure state, shared with chorus_comm_abort() on other threads. */
+    /* Failure state, shared with chorus_comm_abort() on other threads. Every call reads sticky without the
+     * lock; sticky changes, and sticky_error is written and read, only under fail_lock, so that a thread
+     * that sees the error also sees all of its description (comm_set_sticky). */
+    pthread_mutex_t fail_lock;
     _Atomic chorus_result_t sticky; /* the error that broke the communicator, or SUCCESS */
     atomic_int in_op;               /* 1 while an operation runs */
     char sticky_error[COMM_ERROR_BYTES];
+    int64_t init_deadline_ns; /* while init runs: when CHORUS_CONNECT_TIMEOUT ends it (monotonic ns); else 0 */
     recorder_t rec; /* the flight recorder */
     tune_state_t tune; /* how calls choose their algorithm (comm_tune.c) */
 };

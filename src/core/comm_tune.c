@@ -12,14 +12,14 @@
 /* Nothing else is in flight at init: a tag no collective or point-to-point message carries. */
 #define TUNE_SETUP_TAG 0xfffffffdu
 
-/* The communicator's primitives, ready for init-time messages. */
+/* The communicator's primitives, ready for init-time messages: at init, within init's deadline. */
 static void comm_tune_prims(chorus_comm_t comm)
 {
     prims_t *p = &comm->prims;
     p->tag = TUNE_SETUP_TAG;
     p->fp = (prims_fingerprint_t){0};
     p->op_name = "init (tuning)";
-    p->deadline_ns = time_deadline_ms(comm->params.connect_timeout);
+    p->deadline_ns = comm->init_deadline_ns ? comm->init_deadline_ns : time_deadline_ms(comm->params.connect_timeout);
 }
 
 chorus_result_t comm_tune_init(chorus_comm_t comm, int ranks_per_host, int partner, int cores)

@@ -92,6 +92,25 @@ static void rec_print(const struct chorus_comm *comm, FILE *f, const rec_entry_t
             rec_time(t1, sizeof(t1), e->state == REC_RUNNING ? 0 : e->end_ns, offset));
 }
 
+/* A copy of an entry the recording thread may be writing right now (recorder.h). */
+static void rec_load(const rec_entry_t *from, rec_entry_t *e)
+{
+    e->op = REC_LOAD(from->op);
+    e->seq = REC_LOAD(from->seq);
+    e->count = REC_LOAD(from->count);
+    e->start_ns = REC_LOAD(from->start_ns);
+    e->end_ns = REC_LOAD(from->end_ns);
+    e->algo = REC_LOAD(from->algo);
+    e->kind = REC_LOAD(from->kind);
+    e->root = REC_LOAD(from->root);
+    e->step = REC_LOAD(from->step);
+    e->wait = REC_LOAD(from->wait);
+    e->result = REC_LOAD(from->result);
+    e->dtype = REC_LOAD(from->dtype);
+    e->redop = REC_LOAD(from->redop);
+    e->state = REC_LOAD(from->state);
+}
+
 void recorder_write(struct chorus_comm *comm, FILE *f, const char *reason)
 {
     const recorder_t *r = &comm->rec;
@@ -108,7 +127,8 @@ void recorder_write(struct chorus_comm *comm, FILE *f, const char *reason)
             REC_FORMAT_VERSION, (unsigned long long)r->tag, comm->rank, comm->nranks, host, (int)getpid(),
             (unsigned long long)r->size, (unsigned long long)n, reason, rec_time(now, sizeof(now), time_now_ns(), offset));
     for (uint64_t i = n > r->size ? n - r->size : 0; i < n; i++) {
-        rec_entry_t e = r->ring[i % r->size];
+        rec_entry_t e;
+        rec_load(&r->ring[i % r->size], &e);
         if (e.op != i) continue; /* overwritten by an operation that began while this dump ran */
         rec_print(comm, f, &e, i == n - 1, offset);
     }

@@ -5,10 +5,11 @@
  * Recording is a fixed ring of plain structs filled by the thread that runs the operation: no allocation,
  * no formatting, no lock; a few stores, and one coarse clock read at the end (the start time is the
  * caller's): stamps are to the kernel's tick, enough to tell a hang's story, and cheap. All formatting
- * happens in recorder_write(), which may run on another thread (chorus_comm_abort, the SIGUSR1 helper) while an
- * operation is being recorded: it then copies entries without synchronisation, so the entry being
- * written may come out torn, but every field is a number or a pointer to a static string, so a torn
- * entry can print wrong values and never crash.
+ * happens in recorder_write(), which may run on another thread (chorus_comm_abort, the SIGUSR1 helper,
+ * chorus_comm_dump) while an operation is being recorded. Every field of an entry is therefore stored and
+ * loaded as a relaxed atomic (REC_STORE, REC_LOAD: plain moves on the hardware, no fence): the entry being
+ * written may come out mixed, some fields old and some new, but every field is a number or a pointer to a
+ * static string read whole, so a mixed entry can print wrong values and never crash.
  */
 #ifndef CHORUS_RECORDER_H
 #define CHORUS_RECORDER_H
@@ -50,6 +51,10 @@ typedef struct recorder {
     struct chorus_comm *next_signalled; /* the list the SIGUSR1 helper dumps */
 } recorder_t;
 
+/* An entry's fields, as the recording thread writes them and a dumping thread reads them (see above). */
+#define REC_STORE(field, value) __atomic_store_n(&(field), (value), __ATOMIC_RELAXED)
+#define REC_LOAD(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
+
 /* start_ns: the caller's clock reading (it has one for the deadline). */
 static inline void recorder_begin(recorder_t *r, int64_t start_ns, int kind, uint64_t seq, size_t count,
                                   chorus_datatype_t dtype, chorus_redop_t redop, int root)
@@ -58,15 +63,27 @@ static inline void recorder_begin(recorder_t *r, int64_t start_ns, int kind, uin
     uint64_t n = atomic_load_explicit(&r->recorded, memory_order_relaxed);
     rec_entry_t *e = &r->ring[r->next];
     r->next = r->next + 1 == r->size ? 0 : r->next + 1; /* no division on this path */
-    *e = (rec_entry_t){.op = n, .seq = seq, .count = count, .start_ns = start_ns, .kind = kind, .root = root,
-                       .step = -1, .wait = -1, .dtype = (int8_t)dtype, .redop = (int8_t)redop};
+    REC_STORE(e->op, n);
+    REC_STORE(e->seq, seq);
+    REC_STORE(e->count, (uint64_t)count);
+    REC_STORE(e->start_ns, start_ns);
+    REC_STORE(e->end_ns, (int64_t)0);
+    REC_STORE(e->algo, (const char *)NULL);
+    REC_STORE(e->kind, (int32_t)kind);
+    REC_STORE(e->root, (int32_t)root);
+    REC_STORE(e->step, (int32_t)-1);
+    REC_STORE(e->wait, (int32_t)-1);
+    REC_STORE(e->result, (int32_t)CHORUS_SUCCESS);
+    REC_STORE(e->dtype, (int8_t)dtype);
+    REC_STORE(e->redop, (int8_t)redop);
+    REC_STORE(e->state, (int8_t)REC_RUNNING);
     r->cur = e;
     atomic_store_explicit(&r->recorded, n + 1, memory_order_release);
 }
 
 static inline void recorder_algo(recorder_t *r, const char *algo)
 {
-    if (r->size) r->cur->algo = algo;
+    if (r->size) REC_STORE(r->cur->algo, algo);
 }
 
 /* step and wait: where the operation was when it ended (kept only if it failed). */
@@ -74,13 +91,13 @@ static inline void recorder_end(recorder_t *r, chorus_result_t res, int step, in
 {
     if (!r->size) return;
     rec_entry_t *e = r->cur;
-    e->end_ns = time_coarse_ns();
-    e->result = res;
+    REC_STORE(e->end_ns, time_coarse_ns());
+    REC_STORE(e->result, (int32_t)res);
     if (res != CHORUS_SUCCESS) {
-        e->step = step;
-        e->wait = wait;
+        REC_STORE(e->step, (int32_t)step);
+        REC_STORE(e->wait, (int32_t)wait);
     }
-    e->state = res == CHORUS_SUCCESS ? REC_DONE : REC_FAILED;
+    REC_STORE(e->state, (int8_t)(res == CHORUS_SUCCESS ? REC_DONE : REC_FAILED));
 }
 
 /* Set up comm->rec from the knobs (id: the communicator's unique id, for its tag); register the

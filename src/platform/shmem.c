@@ -63,6 +63,8 @@ int shmem_create(const char *name, size_t bytes, void **map_p, char *err, size_t
     return rc;
 }
 
+void shmem_unlink(const char *name) { (void)shm_unlink(name); }
+
 int shmem_open(const char *name, size_t bytes, void **map_p, char *err, size_t errlen)
 {
     int fd = shm_open(name, O_RDWR, 0);

@@ -12,6 +12,8 @@
 int shmem_create(const char *name, size_t bytes, void **map_p, char *err, size_t errlen);
 /* Open and map an existing segment that must have exactly `bytes`. Returns 0, or -1 with the reason in err. */
 int shmem_open(const char *name, size_t bytes, void **map_p, char *err, size_t errlen);
+/* Remove segment `name` if it exists (mappings stay valid). */
+void shmem_unlink(const char *name);
 
 /* Copy bytes from another process's address space (process_vm_readv: one copy, no shared mapping).
  * Returns 0, or the errno (EPERM where the kernel's ptrace policy forbids it, ESRCH for a gone process). */

@@ -81,6 +81,12 @@ static chorus_result_t progress_block(progress_engine_t *pe, transport_conn_t *c
     return CHORUS_SUCCESS;
 }
 
+chorus_result_t progress_check(progress_engine_t *pe, transport_conn_t *const *conns, int nconns, int *failed_p)
+{
+    *failed_p = -1;
+    return progress_block(pe, conns, nconns, 0, failed_p);
+}
+
 chorus_result_t progress_run_sleep(progress_engine_t *pe, progress_step_fn step, progress_sleep_fn sleep, void *arg,
                                    transport_conn_t *const *conns, int nconns, int64_t deadline_ns, int *failed_p)
 {

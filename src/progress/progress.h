@@ -51,6 +51,11 @@ void progress_abort(progress_engine_t *pe);
 chorus_result_t progress_run(progress_engine_t *pe, progress_step_fn step, void *arg, transport_conn_t *const *conns,
                              int nconns, int64_t deadline_ns, int *failed_p);
 
+/* Without blocking: let every connection with something to report (bytes, or its peer's close) make
+ * progress, as a blocked run does after poll(). Returns the first failure, its index in *failed_p (else
+ * -1): how a rank that no longer waits on a peer still learns that it died. */
+chorus_result_t progress_check(progress_engine_t *pe, transport_conn_t *const *conns, int nconns, int *failed_p);
+
 /* How a run sleeps that waits on shared memory, which no descriptor signals (e.g. a futex): it returns
  * when woken, or after at most timeout_ms. */
 typedef void (*progress_sleep_fn)(void *arg, int timeout_ms);

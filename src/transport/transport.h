@@ -140,6 +140,13 @@ typedef struct transport_options {
     size_t socket_buffer; /* SO_SNDBUF / SO_RCVBUF request; 0 keeps the kernel's */
     size_t shm_ring_bytes; /* shm: ring per direction, rounded up to whole pages (the creator's value rules) */
     int64_t shm_setup_timeout_ms; /* shm: bound on the set-up exchange with the peer; 0: none */
+    /* shm: descriptors of other connections to watch during the set-up exchange (entries of -1 and the
+     * doorbell itself are skipped). The close of one (its peer died or gave up) ends the exchange with
+     * CHORUS_ERR_REMOTE, its index in *watch_closed (else -1), instead of waiting on a peer that will now
+     * never answer. NULL / 0: none. */
+    const int *watch_fds;
+    int nwatch;
+    int *watch_closed;
 } transport_options_t;
 
 /* TCP: wrap a connected, authenticated stream socket. Takes ownership of fd (closed by close(), or at once
@@ -150,7 +157,7 @@ chorus_result_t tcp_conn_open(int fd, const transport_options_t *opt, transport_
  * that peer: it carries a short set-up exchange, then wakes a sleeping side, and its EOF or reset reports
  * the peer's death. The creator (the caller says which side) makes the segment `name` ("/chorus-<hex>");
  * the opener checks that the peer offers that name (NULL: takes the one offered). Blocks until both sides
- * agree, or until opt->shm_setup_timeout_ms.
+ * agree, until opt->shm_setup_timeout_ms, or until a watched descriptor closes (opt->watch_fds).
  * SUCCESS: the connection owns doorbell_fd. NOT_SUPPORTED: both sides refused (err says why, e.g. too
  * little room in /dev/shm); doorbell_fd is still the caller's and holds no stray byte, so both can fall
  * back to tcp_conn_open on it. Any other error (REMOTE, TIMEOUT, SYSTEM): the exchange itself broke off;

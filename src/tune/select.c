@@ -25,7 +25,7 @@ static void tune_log_decision(tune_state_t *ts, const coll_args_t *a, size_t byt
     uint64_t bit = 1ull << (bucket % 64), *word = &ts->logged[a->coll][bucket / 64];
     if (*word & bit) return;
     *word |= bit;
-    if (!(LOG_INFO <= log_level_current && (LOG_SUB_TUNING & log_subsys_mask))) return;
+    if (!log_enabled(LOG_INFO, LOG_SUB_TUNING)) return;
     char alts[768];
     size_t used = 0, count;
     alts[0] = 0;

@@ -7,8 +7,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-int log_level_current = LOG_WARN;
-unsigned log_subsys_mask = LOG_SUB_ALL;
+_Atomic int log_level_current = LOG_WARN;
+_Atomic unsigned log_subsys_mask = LOG_SUB_ALL;
 static __thread int log_rank = -1;
 
 static const struct {
@@ -24,7 +24,8 @@ static const char *const log_level_names[] = {"NONE", "WARN", "INFO", "DEBUG", "
 void log_configure(const char *level, const char *subsys)
 {
     for (int i = 0; i <= LOG_TRACE; i++)
-        if (level && strcasecmp(level, log_level_names[i]) == 0) log_level_current = i;
+        if (level && strcasecmp(level, log_level_names[i]) == 0)
+            atomic_store_explicit(&log_level_current, i, memory_order_relaxed);
     if (!subsys || !*subsys) return;
     int exclude = subsys[0] == '^';
     unsigned mask = 0;
@@ -34,7 +35,7 @@ void log_configure(const char *level, const char *subsys)
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
         for (size_t i = 0; i < sizeof(log_subsys_names) / sizeof(log_subsys_names[0]); i++)
             if (strcasecmp(tok, log_subsys_names[i].name) == 0) mask |= log_subsys_names[i].bit;
-    log_subsys_mask = exclude ? (LOG_SUB_ALL & ~mask) : mask;
+    atomic_store_explicit(&log_subsys_mask, exclude ? (LOG_SUB_ALL & ~mask) : mask, memory_order_relaxed);
 }
 
 void log_set_rank(int rank) { log_rank = rank; }
@@ -46,10 +47,16 @@ static const char *log_subsys_name(log_subsys_t sub)
     return "?";
 }
 
+/* The host name, looked up once: threads may write their first lines at the same time. */
+static char log_host[64];
+static pthread_once_t log_host_once = PTHREAD_ONCE_INIT;
+
+static void log_host_lookup(void) { gethostname(log_host, sizeof(log_host) - 1); }
+
 void log_write(log_level_t level, log_subsys_t sub, const char *fmt, ...)
 {
-    static char host[64];
-    if (!host[0]) gethostname(host, sizeof(host) - 1);
+    pthread_once(&log_host_once, log_host_lookup);
+    const char *host = log_host;
     char line[1024];
     int n = snprintf(line, sizeof(line), "%s:%d:%ld [%d] CHORUS %s %s ", host, (int)getpid(),
                      (long)syscall(SYS_gettid), log_rank, log_level_names[level], log_subsys_name(sub));

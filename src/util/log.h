@@ -4,6 +4,7 @@
 #define CHORUS_LOG_H
 
 #include <stdarg.h>
+#include <stdatomic.h>
 
 typedef enum { LOG_NONE = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3, LOG_TRACE = 4 } log_level_t;
 
@@ -18,18 +19,27 @@ typedef enum {
     LOG_SUB_ALL = 0xffff
 } log_subsys_t;
 
-extern int log_level_current;
-extern unsigned log_subsys_mask;
+/* Written by log_configure, read before every log line by every thread (ranks may be threads of one
+ * process, initialising at the same time): atomics, read relaxed, which costs a plain load. */
+extern _Atomic int log_level_current;
+extern _Atomic unsigned log_subsys_mask;
 
-/* Configure from CHORUS_LOG_LEVEL / CHORUS_LOG_SUBSYS values (done once per process, at the first init). */
+/* Configure from CHORUS_LOG_LEVEL / CHORUS_LOG_SUBSYS values (at every init; the process has one setting,
+ * the last init's). */
 void log_configure(const char *level, const char *subsys);
 /* The rank printed in this thread's log lines (-1: none). */
 void log_set_rank(int rank);
 void log_write(log_level_t level, log_subsys_t sub, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+static inline int log_enabled(log_level_t level, log_subsys_t sub)
+{
+    return (int)level <= atomic_load_explicit(&log_level_current, memory_order_relaxed) &&
+           ((unsigned)sub & atomic_load_explicit(&log_subsys_mask, memory_order_relaxed));
+}
+
 #define LOG_AT(level, sub, ...)                                                    \
     do {                                                                           \
-        if ((level) <= log_level_current && ((sub) & log_subsys_mask)) log_write((level), (sub), __VA_ARGS__); \
+        if (log_enabled((level), (sub))) log_write((level), (sub), __VA_ARGS__);   \
     } while (0)
 #define LOG_WARN(sub, ...) LOG_AT(LOG_WARN, sub, __VA_ARGS__)
 #define LOG_INFO(sub, ...) LOG_AT(LOG_INFO, sub, __VA_ARGS__)

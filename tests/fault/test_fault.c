@@ -8,6 +8,11 @@
  *   abort    rank 0 blocks in a receive that never completes; another thread aborts; the call must return
  *            CHORUS_ERR_ABORTED within 100 ms, a concurrent second abort is harmless, and every later call
  *            fails with CHORUS_ERR_ABORTED.
+ *   init V LIMIT
+ *            rank V is SIGKILLed inside chorus_comm_init, after the rendezvous (run_fault.sh preloads
+ *            initkill.so into it, which picks the moment); every other rank's init must fail within LIMIT
+ *            seconds with CHORUS_ERR_REMOTE or CHORUS_ERR_TIMEOUT and an error that names rank V, leaking
+ *            no descriptor or thread (run_fault.sh checks /dev/shm once every rank has ended).
  * Each rank prints "rank R: ok" or what went wrong; the driver script checks every survivor's line.
  */
 #include <chorus/chorus.h>
@@ -108,6 +113,53 @@ static int run_victim_mode(int victim, int sig, const char *stamp)
     return fail("no operation failed although a rank died");
 }
 
+/* Whether msg names rank v: "rank 3 ..." or in a list of ranks ("ranks 1, 3-5"). */
+static int names_rank(const char *msg, int v)
+{
+    for (const char *p = msg; (p = strstr(p, "rank")); p += 4) {
+        if (p > msg && p[-1] != ' ' && p[-1] != '(') continue;
+        const char *q = p + 4;
+        int list = *q == 's';
+        q += list;
+        if (*q++ != ' ') continue;
+        for (;;) {
+            char *end;
+            long a = strtol(q, &end, 10), b = a;
+            if (end == q || *q < '0' || *q > '9') break;
+            q = end;
+            if (*q == '-' && q[1] >= '0' && q[1] <= '9') b = strtol(q + 1, (char **)&q, 10);
+            if (v >= a && v <= b) return 1;
+            if (!list || strncmp(q, ", ", 2) != 0) break;
+            q += 2;
+        }
+    }
+    return 0;
+}
+
+/* The ranks other than the victim: their init must fail, soon enough, naming the victim. */
+static int run_init_mode(int victim, double limit_s, int fds0, int threads0)
+{
+    const char *env = getenv("CHORUS_RANK");
+    rank = env ? atoi(env) : -1;
+    double t0 = now_s();
+    chorus_result_t r = chorus_comm_init_from_env(&comm);
+    double took = now_s() - t0;
+    if (r == CHORUS_SUCCESS) {
+        chorus_comm_destroy(comm);
+        return fail(rank == victim ? "the victim's init returned: its kill point (INITKILL) was never reached"
+                                   : "init succeeded although a rank was killed during it");
+    }
+    const char *msg = chorus_comm_last_error(NULL);
+    printf("rank %d: init failed after %.3f s: %s: %s\n", rank, took, chorus_result_name(r), msg);
+    if (r != CHORUS_ERR_REMOTE && r != CHORUS_ERR_TIMEOUT) return fail("unexpected error code");
+    if (!names_rank(msg, victim)) return fail("the error does not name the killed rank");
+    if (took > limit_s) return fail("init took longer to fail than the connect timeout allows");
+    if (count_entries("/proc/self/fd", "") != fds0) return fail("descriptors leaked");
+    if (count_entries("/proc/self/task", "") != threads0) return fail("threads leaked");
+    printf("rank %d: ok\n", rank);
+    return 0;
+}
+
 static void *aborter(void *arg)
 {
     double *t_abort = arg;
@@ -142,11 +194,13 @@ static int run_abort_mode(void)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: test_fault kill|stop VICTIM STAMPFILE | abort\n");
+    int init = argc == 4 && strcmp(argv[1], "init") == 0;
+    if (argc < 2 || (!init && strcmp(argv[1], "abort") != 0 && argc != 4)) {
+        fprintf(stderr, "usage: test_fault kill|stop VICTIM STAMPFILE | abort | init VICTIM LIMIT_SECONDS\n");
         return 2;
     }
     int fds0 = count_entries("/proc/self/fd", ""), threads0 = count_entries("/proc/self/task", "");
+    if (init) return run_init_mode(atoi(argv[2]), atof(argv[3]), fds0, threads0);
     int shm0 = count_entries("/dev/shm", "chorus-");
     if (chorus_comm_init_from_env(&comm) != CHORUS_SUCCESS) {
         printf("init failed: %s\n", chorus_comm_last_error(NULL));

@@ -3,7 +3,8 @@
  * connection as the doorbell and a fresh segment name), once with a ring of the suggested default size and
  * once with a one-page ring that every large message must stream through. Then its own cases: set-up
  * leaves nothing behind; refusals (name taken, a segment swapped under the opener, seen by either side,
- * no room) leave the doorbell clean for the TCP transport; the doorbell wakes a sleeper and never piles up.
+ * no room) leave the doorbell clean for the TCP transport; the doorbell wakes a sleeper and never piles up;
+ * a set-up ends at once when a watched connection (another rank's) closes.
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -14,6 +15,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "test.h"
@@ -358,6 +360,58 @@ static void shm_test_doorbell_drained(void)
     }
 }
 
+static void *shm_test_close_later(void *arg)
+{
+    usleep(100000);
+    close(*(int *)arg);
+    return NULL;
+}
+
+/* A set-up whose peer never answers ends as soon as a watched connection closes (another rank died), with
+ * REMOTE and that connection's index, long before its timeout; the doorbell and its segment are left as
+ * they were (the opener made nothing), and the creator that did make one unlinks it when its peer gives up. */
+static void shm_test_watch(void)
+{
+    int bell[2], other[2];
+    if (shm_test_tcp_pair(bell) != 0 || shm_test_tcp_pair(other) != 0) {
+        TEST_ASSERT(0, "loopback pairs");
+        return;
+    }
+    char name[64];
+    shm_test_name(name, sizeof(name));
+    int watch[3] = {-1, other[0], bell[1]}, closed = -2;
+    transport_options_t opt = {.chunk_bytes = 1 << 16, .shm_ring_bytes = shm_test_ring_bytes,
+                               .shm_setup_timeout_ms = SHM_TEST_TIMEOUT_MS, .watch_fds = watch, .nwatch = 3,
+                               .watch_closed = &closed};
+    /* Bytes waiting on a watched connection are not a close. */
+    TEST_ASSERT(send(other[1], "x", 1, 0) == 1, "send");
+    transport_conn_t *conn = NULL;
+    char err[256] = "";
+    pthread_t thread;
+    pthread_create(&thread, NULL, shm_test_close_later, &other[1]);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    chorus_result_t res = shm_conn_open(bell[1], name, 0, &opt, &conn, err, sizeof(err));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    pthread_join(thread, NULL);
+    double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    TEST_ASSERT(res == CHORUS_ERR_REMOTE && closed == 1, "opener: %s, watched index %d: %s", chorus_result_name(res),
+                closed, err);
+    TEST_ASSERT(took >= 0.09 && took < 5, "the opener gave up after %.3f s (the watched close came after 0.1 s)", took);
+    /* The creator's peer gives up (closes): it unlinks the segment it made. */
+    shm_test_side_t creator = {.fd = bell[0], .name = name, .creator = 1, .opt = opt};
+    creator.opt.watch_fds = NULL;
+    creator.opt.nwatch = 0;
+    shm_test_creator_start(&creator);
+    usleep(100000);
+    close(bell[1]);
+    pthread_join(creator.thread, NULL);
+    TEST_ASSERT(creator.res == CHORUS_ERR_REMOTE, "creator: %s: %s", chorus_result_name(creator.res), creator.err);
+    TEST_ASSERT(!shm_test_name_exists(name), "segment %s left after the opener gave up", name);
+    close(bell[0]);
+    close(other[0]);
+}
+
 int main(void)
 {
     test_set_timeout(120);
@@ -372,5 +426,6 @@ int main(void)
     shm_test_no_room();
     shm_test_wakeup();
     shm_test_doorbell_drained();
+    shm_test_watch();
     return test_report();
 }

@@ -500,6 +500,9 @@ typedef struct shm_setup {
     shm_ctl_t *ctl;  /* the mapped segment, NULL until then */
     int ok;          /* this side's verdict so far */
     char why[SHM_TEXT_BYTES]; /* the first reason it turned false */
+    struct pollfd *pfd;       /* fd, then the watched descriptors (transport_options_t.watch_fds) */
+    int npfd;
+    int watch_closed;         /* the index of the watched descriptor that closed, or -1 */
 } shm_setup_t;
 
 static void shm_refuse(shm_setup_t *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -511,6 +514,23 @@ static void shm_refuse(shm_setup_t *s, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(s->why, sizeof(s->why), fmt, ap);
     va_end(ap);
+}
+
+/* Wait until fd is ready or the deadline passes; a watched descriptor whose peer closed (only its close
+ * is asked for: bytes waiting on it are not this exchange's) ends the exchange with REMOTE. */
+static chorus_result_t shm_setup_wait(shm_setup_t *s, short events)
+{
+    struct pollfd one = {.fd = s->fd, .events = events}, *pfd = s->pfd ? s->pfd : &one;
+    int n = s->pfd ? s->npfd : 1;
+    pfd[0] = one;
+    if (SYSCALL_RETRY(poll(pfd, (nfds_t)n, time_left_ms(s->deadline, 1000))) < 0) return CHORUS_ERR_SYSTEM;
+    for (int k = 1; k < n; k++)
+        if (pfd[k].fd >= 0 && (pfd[k].revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+            s->watch_closed = k - 1;
+            snprintf(s->why, sizeof(s->why), "another connection (watched descriptor %d) closed", k - 1);
+            return CHORUS_ERR_REMOTE;
+        }
+    return CHORUS_SUCCESS;
 }
 
 /* The doorbell may be in blocking mode (bootstrap hands over such sockets): every call is MSG_DONTWAIT
@@ -530,8 +550,7 @@ static chorus_result_t shm_setup_io(shm_setup_t *s, void *buf, size_t len, int s
         if (errno != EAGAIN && errno != EWOULDBLOCK)
             return errno == EPIPE || errno == ECONNRESET ? CHORUS_ERR_REMOTE : CHORUS_ERR_SYSTEM;
         if (time_now_ns() >= s->deadline) return CHORUS_ERR_TIMEOUT;
-        struct pollfd pfd = {.fd = s->fd, .events = sending ? POLLOUT : POLLIN};
-        if (SYSCALL_RETRY(poll(&pfd, 1, time_left_ms(s->deadline, 1000))) < 0) return CHORUS_ERR_SYSTEM;
+        CHECK(shm_setup_wait(s, sending ? POLLOUT : POLLIN));
     }
     return CHORUS_SUCCESS;
 }
@@ -663,15 +682,27 @@ static chorus_result_t shm_setup_opener(shm_setup_t *s)
 chorus_result_t shm_conn_open(int doorbell_fd, const char *name, int creator, const transport_options_t *opt,
                               transport_conn_t **conn_p, char *err, size_t errlen)
 {
-    shm_setup_t s = {.fd = doorbell_fd, .name = name, .ok = 1, .page = (size_t)sysconf(_SC_PAGESIZE)};
+    shm_setup_t s = {
+        .fd = doorbell_fd, .name = name, .ok = 1, .page = (size_t)sysconf(_SC_PAGESIZE), .watch_closed = -1};
     s.deadline = opt->shm_setup_timeout_ms > 0 ? time_deadline_ms(opt->shm_setup_timeout_ms) : INT64_MAX;
+    if (opt->nwatch > 0 && opt->watch_fds) {
+        s.pfd = calloc((size_t)opt->nwatch + 1, sizeof(*s.pfd));
+        if (!s.pfd) shm_refuse(&s, "out of memory");
+        for (int k = 0; s.pfd && k < opt->nwatch; k++)
+            s.pfd[k + 1] = (struct pollfd){.fd = opt->watch_fds[k] == doorbell_fd ? -1 : opt->watch_fds[k],
+                                           .events = POLLRDHUP};
+        s.npfd = opt->nwatch + 1;
+    }
     /* Allocated before the exchange, so that running out of memory is a refusal both sides agree on. */
     shm_conn_t *c = calloc(1, sizeof(*c));
     if (!c) shm_refuse(&s, "out of memory");
     chorus_result_t res = creator ? shm_setup_creator(&s, opt->shm_ring_bytes) : shm_setup_opener(&s);
+    free(s.pfd);
+    if (opt->watch_closed) *opt->watch_closed = s.watch_closed;
     if (res == CHORUS_SUCCESS && !s.ok) res = CHORUS_ERR_NOT_SUPPORTED;
     if (res != CHORUS_SUCCESS) {
-        if (s.ok) snprintf(s.why, sizeof(s.why), "shared memory set-up with the peer failed: %s", chorus_strerror(res));
+        if (s.ok && s.watch_closed < 0)
+            snprintf(s.why, sizeof(s.why), "shared memory set-up with the peer failed: %s", chorus_strerror(res));
         if (err && errlen) snprintf(err, errlen, "%s", s.why);
         LOG_INFO(LOG_SUB_NET, "shm: fd %d: no shared memory: %s", doorbell_fd, s.why);
         if (s.ctl) munmap(s.ctl, s.seg_bytes);
