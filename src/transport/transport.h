@@ -33,9 +33,10 @@ typedef enum { XFER_PENDING = 0, XFER_DONE = 1, XFER_FAILED = 2 } xfer_state_t;
 #define TRANSPORT_CHECK_BYTES 32
 
 /* The tag of a connection's last message, an empty one with zero check bytes sent right before an
- * orderly close and never received (no other message has both this tag and zero check bytes). A transport that finds its peer's close behind bytes nobody asked for yet (the peer sent
- * ahead, then went away) tells an orderly close from a crash by it: the stream ends with this frame
- * only if the peer left in good order. */
+ * orderly close and never received (no other message has both this tag and zero check bytes). A
+ * transport that finds its peer's close behind bytes nobody asked for yet (the peer sent ahead, then went
+ * away) tells an orderly close from a crash by it: the stream ends with this frame only if the peer left
+ * in good order. */
 #define TRANSPORT_TAG_GOODBYE 0xffffffffu
 
 static inline int transport_frame_is_goodbye(uint64_t len, uint32_t tag, const uint8_t *check)
