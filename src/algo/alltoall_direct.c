@@ -1,10 +1,12 @@
 /*
- * Direct AllToAll, inside one host: per chunk, every rank copies the chunk of each of its p send blocks
- * into its arena slot (the slot holds p pieces), then copies piece `rank` of every rank's slot into that
- * rank's block of its output.
+ * Direct AllToAll, inside one host: per chunk, every rank copies the chunk of each of its p - 1 send blocks
+ * meant for the others into its arena slot (the slot holds p pieces), then copies piece `rank` of every
+ * other rank's slot into that rank's block of its output; its own block goes straight from its send
+ * buffer to its output.
  *
- * Steps: 1 synchronisation per chunk (ceil(n / slot)). Bytes per rank: n copied in, n copied out; nothing
- * crosses a connection. In place works: a chunk is copied in before any of it is overwritten.
+ * Steps: 1 synchronisation per chunk (ceil(n / slot)). Bytes per rank: (p-1)/p n copied in, (p-1)/p n
+ * copied out of the peers' slots, n/p copied locally; nothing crosses a connection. In place works: a
+ * chunk is copied in before any of it is overwritten, and the own block stays where it is.
  * Restrictions: direct access (every rank on one host, sharing the host arena).
  */
 #include <string.h>
@@ -16,14 +18,17 @@ chorus_result_t alltoall_direct(prims_t *p, const coll_args_t *a)
 {
     int rank = prims_rank(p), n = prims_nranks(p);
     size_t elem = dtype_size(a->dtype), per = direct_chunk_elems(p, n, elem);
+    const char *in = a->sendbuf;
     char *out = a->recvbuf;
     for (size_t off = 0; off < a->count; off += per) {
-        size_t piece = CHORUS_MIN(per, a->count - off) * elem;
+        size_t piece = CHORUS_MIN(per, a->count - off) * elem, own = ((size_t)rank * a->count + off) * elem;
         const void *const *slots;
-        CHECK(direct_put_pieces(p, a->sendbuf, a->count, off, piece / elem, elem));
+        CHECK(direct_put_pieces(p, a->sendbuf, a->count, off, piece / elem, elem, rank));
+        if (in != out) memcpy(out + own, in + own, piece);
         CHECK(prims_direct_wait_all(p, &slots));
         for (int q = 0; q < n; q++)
-            memcpy(out + ((size_t)q * a->count + off) * elem, (const char *)slots[q] + (size_t)rank * piece, piece);
+            if (q != rank)
+                memcpy(out + ((size_t)q * a->count + off) * elem, (const char *)slots[q] + (size_t)rank * piece, piece);
     }
     return CHORUS_SUCCESS;
 }
@@ -33,5 +38,5 @@ algo_cost_t alltoall_direct_cost(const algo_shape_t *s)
 {
     int p = s->p;
     double n = s->n;
-    return (algo_cost_t){ALGO_LINK_ARENA, algo_pieces(n, s->slot), (p - 1.0) / p * n, n + n / p, 0};
+    return (algo_cost_t){ALGO_LINK_ARENA, algo_pieces(n, s->slot), (p - 1.0) / p * n, n, 0};
 }

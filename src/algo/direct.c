@@ -15,13 +15,14 @@ chorus_result_t direct_put(prims_t *p, const void *src, size_t bytes)
 }
 
 chorus_result_t direct_put_pieces(prims_t *p, const char *buf, size_t block_elems, size_t off, size_t cnt,
-                                  size_t elem)
+                                  size_t elem, int skip)
 {
     char *slot;
     int n = prims_nranks(p);
     size_t piece = cnt * elem;
     CHECK(prims_direct_begin(p, (void **)&slot));
-    for (int q = 0; q < n; q++) memcpy(slot + (size_t)q * piece, buf + ((size_t)q * block_elems + off) * elem, piece);
+    for (int q = 0; q < n; q++)
+        if (q != skip) memcpy(slot + (size_t)q * piece, buf + ((size_t)q * block_elems + off) * elem, piece);
     prims_direct_publish(p, (size_t)n * piece);
     return CHORUS_SUCCESS;
 }

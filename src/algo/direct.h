@@ -24,9 +24,10 @@ static inline void direct_reduce(void *dst, const void *const *slots, int nranks
 /* Begin a phase, copy bytes from src into this rank's slot and publish them. */
 chorus_result_t direct_put(prims_t *p, const void *src, size_t bytes);
 /* Begin a phase and publish p pieces of cnt elements: piece q is buf's block q (of block_elems elements)
- * from element off on. */
+ * from element off on. Piece `skip` (a rank, or -1 for none) is left out: its place in the slot stays
+ * unwritten, for the one piece nobody else reads. */
 chorus_result_t direct_put_pieces(prims_t *p, const char *buf, size_t block_elems, size_t off, size_t cnt,
-                                  size_t elem);
+                                  size_t elem, int skip);
 /* The reduce-scatter half of two-shot AllReduce, for a chunk of cnt elements at in: phase 1 publishes the
  * chunk, phase 2 this rank's slice of it (prims_partition) combined from all p chunks. */
 chorus_result_t direct_reduce_scatter_chunk(prims_t *p, const char *in, size_t cnt, const prims_reduce_t *red);

@@ -20,7 +20,7 @@ chorus_result_t reduce_scatter_direct(prims_t *p, const coll_args_t *a)
     for (size_t off = 0; off < a->count; off += per) {
         size_t cnt = CHORUS_MIN(per, a->count - off);
         const void *const *slots;
-        CHECK(direct_put_pieces(p, a->sendbuf, a->count, off, cnt, elem));
+        CHECK(direct_put_pieces(p, a->sendbuf, a->count, off, cnt, elem, -1));
         CHECK(prims_direct_wait_all(p, &slots));
         direct_reduce((char *)a->recvbuf + off * elem, slots, n, (size_t)prims_rank(p) * cnt * elem, cnt, &red);
     }

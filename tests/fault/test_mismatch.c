@@ -109,7 +109,7 @@ int main(int argc, char **argv)
     int ok = strict ? (i == 2 || i == 3) && named
                     : r == CHORUS_SUCCESS ? rank != 1 : (i == 2 || i == 3) && (named || r == CHORUS_ERR_REMOTE);
     if (ok)
-        printf("rank %d: ok\n", rank);
+        printf("rank %d: ok (call %d: %s%s%s)\n", rank, i, chorus_result_name(r), r ? ": " : "", r ? err : "");
     else
         printf("rank %d: FAIL: call %d returned %s: %s (expected %sMISMATCH naming \"%s\" and %s)\n", rank, i,
                chorus_result_name(r), err, strict ? "" : "REMOTE or ", strict ? field : ": here ",
