@@ -114,7 +114,7 @@ static chorus_result_t prims_fail_xfer(prims_t *p, int peer, const transport_xfe
                  (unsigned long long)x->peer_len, x->peer_tag, x->len, x->tag);
     } else {
         snprintf(p->err, p->errlen, "%s #%llu step %d: connection to rank %d (%s) failed while %s (%s): the peer "
-                 "exited, crashed or closed the communicator",
+                 "exited, crashed or closed the communicator, or found that the ranks' calls differ",
                  p->op_name, (unsigned long long)p->op_seq, p->step, peer, prims_host(p, peer),
                  sending ? "sending" : "receiving", x->sys_errno ? strerror(x->sys_errno) : "connection closed");
     }
@@ -191,8 +191,8 @@ static chorus_result_t exch_step(void *arg, progress_status_t *status)
 chorus_result_t prims_fail_conn(prims_t *p, chorus_result_t res, int failed)
 {
     snprintf(p->err, p->errlen, "%s #%llu step %d: connection to rank %d (%s) failed: the peer exited, crashed or "
-             "closed the communicator", p->op_name, (unsigned long long)p->op_seq, p->step, failed,
-             prims_host(p, failed));
+             "closed the communicator, or found that the ranks' calls differ", p->op_name,
+             (unsigned long long)p->op_seq, p->step, failed, prims_host(p, failed));
     LOG_WARN(LOG_SUB_NET, "%s", p->err);
     return res;
 }

@@ -57,13 +57,13 @@ static int child(const char *name, const uint8_t token[SHM_ARENA_TOKEN_BYTES], i
     memcpy(probe, token, sizeof(probe));
     shm_arena_set_self(a, r, probe);
     char *slot = shm_arena_slot(a, r, 1);
-    snprintf(slot, 16, "rank %d", r);
+    snprintf(slot, 16, "rank %d", r & 0xff);
     tag_of(tag, 7);
     shm_arena_publish(a, r, 1, tag, 16);
     for (int q = 0; q < NRANKS; q++) {
         while (!shm_arena_reached(a, q, 1)) shm_arena_sleep(a, q, 1, 1000);
         char want[16];
-        snprintf(want, sizeof(want), "rank %d", q);
+        snprintf(want, sizeof(want), "rank %d", q & 0xff);
         bad += strcmp(shm_arena_data(a, q, 1), want) != 0;
         bad += memcmp(shm_arena_tag(a, q, 1), tag, sizeof(tag)) != 0;
         bad += q != r && single_copy && !shm_arena_can_read(a, q, err, sizeof(err));
