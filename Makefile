@@ -6,7 +6,8 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 PREFIX ?= /usr/local
 
-.PHONY: all build test test-full test-asan test-asan-ci test-tsan perf install clean bench bench-tcp bench-peers bench-build
+.PHONY: all build test test-full test-asan test-asan-ci test-tsan perf install clean
+.PHONY: bench bench-tcp bench-peers bench-build
 
 all: build
 
