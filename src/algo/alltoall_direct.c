@@ -23,7 +23,7 @@ chorus_result_t alltoall_direct(prims_t *p, const coll_args_t *a)
     for (size_t off = 0; off < a->count; off += per) {
         size_t piece = CHORUS_MIN(per, a->count - off) * elem, own = ((size_t)rank * a->count + off) * elem;
         const void *const *slots;
-        CHECK(direct_put_pieces(p, a->sendbuf, a->count, off, piece / elem, elem, rank));
+        CHECK(direct_put_pieces(p, in, a->count, off, piece / elem, elem, rank));
         if (in != out) memcpy(out + own, in + own, piece);
         CHECK(prims_direct_wait_all(p, &slots));
         for (int q = 0; q < n; q++)
