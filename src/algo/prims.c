@@ -70,10 +70,26 @@ const char *prims_host(const prims_t *p, int peer) { return p->hosts ? p->hosts[
 
 static const char *fp_kind(uint32_t coll) { return coll == COLL_COUNT ? "send/recv" : coll_name((coll_kind_t)coll); }
 
-chorus_result_t prims_fail_mismatch(prims_t *p, int peer, const prims_fingerprint_t *mine,
-                                    const prims_fingerprint_t *theirs)
+#define PRIMS_WHY_VERSION 0x57485901u /* "WHY" 1 */
+
+void prims_blame(prims_t *p, chorus_result_t res, int culprit, int finder)
 {
-    char what[512];
+    p->why = (prims_why_t){.res = res, .culprit = culprit, .finder = finder, .version = PRIMS_WHY_VERSION};
+}
+
+int prims_farewell(const prims_t *p, uint8_t *out)
+{
+    if (p->why.res == CHORUS_SUCCESS) return 0;
+    memset(out, 0, TRANSPORT_NOTICE_BYTES);
+    memcpy(out, &p->why, sizeof(p->why));
+    return 1;
+}
+
+/* A mismatch found by rank `finder` (this rank: p->rank): describe it as seen from here. */
+static chorus_result_t prims_describe_mismatch(prims_t *p, int peer, const prims_fingerprint_t *mine,
+                                               const prims_fingerprint_t *theirs, int finder)
+{
+    char what[512], by[96] = "";
     size_t n = 0;
 #define DIFF(cond, ...)                                                                                    \
     if ((cond) && n < sizeof(what)) n += (size_t)snprintf(what + n, sizeof(what) - n, __VA_ARGS__)
@@ -89,24 +105,102 @@ chorus_result_t prims_fail_mismatch(prims_t *p, int peer, const prims_fingerprin
          redop_name((chorus_redop_t)theirs->op));
     DIFF(mine->root != theirs->root, "; root: here %d, rank %d %d", mine->root, peer, theirs->root);
 #undef DIFF
-    snprintf(p->err, p->errlen, "%s #%llu: rank %d (%s) called a different operation than %s #%llu here%s: every "
+    if (finder != p->rank) snprintf(by, sizeof(by), " (rank %d (%s) found it)", finder, prims_host(p, finder));
+    snprintf(p->err, p->errlen, "%s #%llu: rank %d (%s) called a different operation than %s #%llu here%s%s: every "
              "rank must make the same calls in the same order with the same arguments", p->op_name,
              (unsigned long long)p->op_seq, peer, prims_host(p, peer), fp_kind(mine->coll),
-             (unsigned long long)mine->seq, n ? what : "");
+             (unsigned long long)mine->seq, n ? what : "", by);
     LOG_WARN(LOG_SUB_COLL, "%s", p->err);
     return CHORUS_ERR_MISMATCH;
 }
 
-/* Describe a failed transfer from `peer` in the communicator's error buffer. */
+chorus_result_t prims_fail_mismatch(prims_t *p, int peer, const prims_fingerprint_t *mine,
+                                    const prims_fingerprint_t *theirs)
+{
+    prims_blame(p, CHORUS_ERR_MISMATCH, peer, p->rank);
+    p->why.finder_fp = *mine;
+    p->why.culprit_fp = *theirs;
+    return prims_describe_mismatch(p, peer, mine, theirs, p->rank);
+}
+
+/* A peer gave up on this operation and said why (prims_why_t, its farewell): fail with that cause, and
+ * pass it on. */
+static chorus_result_t prims_fail_farewell(prims_t *p, int peer, const uint8_t *words)
+{
+    prims_why_t w;
+    memcpy(&w, words, sizeof(w));
+    if (w.version != PRIMS_WHY_VERSION || w.finder < 0 || w.finder >= p->nranks || w.culprit < -1 ||
+        w.culprit >= p->nranks) {
+        prims_blame(p, CHORUS_ERR_REMOTE, peer, p->rank);
+        snprintf(p->err, p->errlen, "%s #%llu step %d: rank %d (%s) gave up on it, for a reason it could not tell",
+                 p->op_name, (unsigned long long)p->op_seq, p->step, peer, prims_host(p, peer));
+        return CHORUS_ERR_REMOTE;
+    }
+    p->why = w;
+    if (w.res == CHORUS_ERR_MISMATCH && w.culprit >= 0) {
+        /* Name the one of the two that called differently from this rank. */
+        int other = w.culprit;
+        const prims_fingerprint_t *theirs = &w.culprit_fp;
+        if (w.culprit == p->rank || (memcmp(&p->fp, &w.finder_fp, sizeof(p->fp)) != 0 &&
+                                     memcmp(&p->fp, &w.culprit_fp, sizeof(p->fp)) == 0)) {
+            other = w.finder;
+            theirs = &w.finder_fp;
+        }
+        return prims_describe_mismatch(p, other, &p->fp, theirs, w.finder);
+    }
+    char who[96] = "it";
+    if (w.finder != peer) snprintf(who, sizeof(who), "rank %d (%s)", w.finder, prims_host(p, w.finder));
+    int c = w.culprit;
+    chorus_result_t res = w.res == CHORUS_ERR_TIMEOUT ? CHORUS_ERR_TIMEOUT : CHORUS_ERR_REMOTE;
+    size_t n = (size_t)snprintf(p->err, p->errlen, "%s #%llu step %d: rank %d (%s) gave up on it: ", p->op_name,
+                                (unsigned long long)p->op_seq, p->step, peer, prims_host(p, peer));
+    if (n >= p->errlen) n = p->errlen - 1;
+    if (w.res == CHORUS_ERR_REMOTE && c >= 0)
+        snprintf(p->err + n, p->errlen - n, "%s lost its connection to rank %d (%s): that rank exited, crashed or "
+                 "closed the communicator", who, c, prims_host(p, c));
+    else if (w.res == CHORUS_ERR_TIMEOUT && c >= 0)
+        snprintf(p->err + n, p->errlen - n, "%s timed out waiting for rank %d (%s); that rank may be stuck, or have "
+                 "called a different operation (raise CHORUS_TIMEOUT if it is just slow)", who, c, prims_host(p, c));
+    else if (w.res == CHORUS_ERR_ABORTED)
+        snprintf(p->err + n, p->errlen - n, "%s%s communicator was aborted", who, w.finder != peer ? "'s" : "s");
+    else if (c >= 0)
+        snprintf(p->err + n, p->errlen - n, "%s failed (%s) on its part with rank %d (%s)", who,
+                 chorus_result_name((chorus_result_t)w.res), c, prims_host(p, c));
+    else
+        snprintf(p->err + n, p->errlen - n, "%s failed (%s)", who, chorus_result_name((chorus_result_t)w.res));
+    LOG_WARN(LOG_SUB_NET, "%s", p->err);
+    return res;
+}
+
+/* Describe a failed transfer from `peer` in the communicator's error buffer. A mismatch is described by
+ * the fingerprints in the check bytes: found here, this transfer's and the one that arrived; found by the
+ * peer (its notice), the one it had posted and the one of this rank's that it got instead, which may
+ * belong to an earlier call of a rank that only sent. */
 static chorus_result_t prims_fail_xfer(prims_t *p, int peer, const transport_xfer_t *x, int sending)
 {
-    if (x->err == CHORUS_ERR_MISMATCH && memcmp(x->check, x->peer_check, sizeof(x->check)) != 0) {
+    if (x->err == CHORUS_ERR_REMOTE && x->peer_farewell) return prims_fail_farewell(p, peer, x->farewell);
+    const uint8_t *own = x->peer_found ? x->own_check : x->check;
+    if (x->err == CHORUS_ERR_MISMATCH && memcmp(own, x->peer_check, sizeof(x->check)) != 0) {
         prims_fingerprint_t mine, theirs;
-        memcpy(&mine, x->check, sizeof(mine));
+        memcpy(&mine, own, sizeof(mine));
         memcpy(&theirs, x->peer_check, sizeof(theirs));
-        return prims_fail_mismatch(p, peer, &mine, &theirs);
+        if (!x->peer_found) return prims_fail_mismatch(p, peer, &mine, &theirs);
+        /* The peer found that a message of this rank's differs: its finding, passed on as such. */
+        prims_blame(p, CHORUS_ERR_MISMATCH, p->rank, peer);
+        p->why.finder_fp = theirs;
+        p->why.culprit_fp = mine;
+        return prims_describe_mismatch(p, peer, &mine, &theirs, p->rank);
     }
-    if (x->err == CHORUS_ERR_MISMATCH) {
+    prims_blame(p, x->err, peer, p->rank);
+    memcpy(&p->why.finder_fp, x->check, sizeof(p->why.finder_fp)); /* a mismatch of length or tag alone */
+    p->why.culprit_fp = p->why.finder_fp;
+    if (x->err == CHORUS_ERR_MISMATCH && x->peer_found) {
+        snprintf(p->err, p->errlen,
+                 "%s #%llu: rank %d (%s) expected a message of %llu bytes with tag %#x from this rank and got one "
+                 "of %llu bytes with tag %#x: the ranks called different operations or sizes",
+                 p->op_name, (unsigned long long)p->op_seq, peer, prims_host(p, peer),
+                 (unsigned long long)x->peer_len, x->peer_tag, (unsigned long long)x->own_len, x->own_tag);
+    } else if (x->err == CHORUS_ERR_MISMATCH) {
         snprintf(p->err, p->errlen,
                  "%s #%llu: rank %d (%s) sent a message of %llu bytes with tag %#x where %zu bytes with tag %#x "
                  "were expected: the ranks called different operations or sizes",
@@ -190,6 +284,13 @@ static chorus_result_t exch_step(void *arg, progress_status_t *status)
 
 chorus_result_t prims_fail_conn(prims_t *p, chorus_result_t res, int failed)
 {
+    /* A transfer posted on the failed connection fails at once with what the connection knows: a peer
+     * that found a mismatch said what it was. */
+    transport_xfer_t probe = {0};
+    transport_conn_t *c = p->conns ? p->conns[failed] : NULL;
+    if (c && c->ops->post_recv(c, &probe) != CHORUS_SUCCESS && (probe.peer_found || probe.peer_farewell))
+        return prims_fail_xfer(p, failed, &probe, 0);
+    prims_blame(p, res, failed, p->rank);
     snprintf(p->err, p->errlen, "%s #%llu step %d: connection to rank %d (%s) failed: the peer exited, crashed or "
              "closed the communicator, or found that the ranks' calls differ", p->op_name,
              (unsigned long long)p->op_seq, p->step, failed, prims_host(p, failed));
@@ -199,6 +300,7 @@ chorus_result_t prims_fail_conn(prims_t *p, chorus_result_t res, int failed)
 
 chorus_result_t prims_fail_wait(prims_t *p, chorus_result_t res, int peer, const char *awaited)
 {
+    prims_blame(p, res, res == CHORUS_ERR_TIMEOUT ? peer : -1, p->rank);
     if (res == CHORUS_ERR_TIMEOUT)
         snprintf(p->err, p->errlen, "%s #%llu step %d: timed out waiting for rank %d (%s) to %s; it may be stuck, or "
                  "have called a different operation (raise CHORUS_TIMEOUT if it is just slow)",

@@ -122,5 +122,7 @@ chorus_result_t prims_direct_read(prims_t *p, int peer, uint64_t addr, void *dst
              (unsigned long long)p->op_seq, p->phase, bytes, peer, prims_host(p, peer), strerror(e),
              e == ESRCH ? " (the peer exited)" : "");
     LOG_WARN(LOG_SUB_COLL, "%s", p->err);
-    return e == ESRCH ? CHORUS_ERR_REMOTE : CHORUS_ERR_SYSTEM;
+    chorus_result_t res = e == ESRCH ? CHORUS_ERR_REMOTE : CHORUS_ERR_SYSTEM;
+    prims_blame(p, res, peer, p->rank);
+    return res;
 }

@@ -23,6 +23,18 @@ typedef struct prims_fingerprint {
 _Static_assert(sizeof(prims_fingerprint_t) == SHM_ARENA_TAG_BYTES, "a fingerprint is an arena tag");
 _Static_assert(sizeof(prims_fingerprint_t) == TRANSPORT_CHECK_BYTES, "a fingerprint is a frame's check bytes");
 
+/* Why this rank's operation failed, for its peers: comm_op_end sends it on every connection as the
+ * transports' farewell (transport.h), and a peer that meets it where it expected a message fails with it
+ * and passes it on, so that every rank names the first cause, not the rank next to it that gave up. */
+typedef struct prims_why {
+    int32_t res;     /* CHORUS_SUCCESS: nothing failed */
+    int32_t culprit; /* the rank to blame (died, stuck, or called differently); -1: none */
+    int32_t finder;  /* the rank that found it */
+    uint32_t version;
+    prims_fingerprint_t finder_fp, culprit_fp; /* a mismatch: what each of the two called */
+} prims_why_t;
+_Static_assert(sizeof(prims_why_t) <= TRANSPORT_NOTICE_BYTES, "a why is a farewell's payload");
+
 struct prims {
     int rank;
     int nranks;
@@ -50,9 +62,10 @@ struct prims {
     /* Scratch, grown on demand, freed with the communicator. */
     void *scratch[2];
     size_t scratch_bytes[2];
-    /* Where failures are described: the communicator's last-error buffer. */
+    /* Where failures are described: the communicator's last-error buffer; why, for the peers. */
     char *err;
     size_t errlen;
+    prims_why_t why;
 };
 
 /* Where the operation is, as relaxed atomic stores (a plain store on the hardware): a dump may read them
@@ -75,5 +88,10 @@ chorus_result_t prims_fail_wait(prims_t *p, chorus_result_t res, int peer, const
  * the error buffer, log it, and return CHORUS_ERR_MISMATCH. */
 chorus_result_t prims_fail_mismatch(prims_t *p, int peer, const prims_fingerprint_t *mine,
                                     const prims_fingerprint_t *theirs);
+/* Remember why this operation failed, for the peers (prims_farewell); the fail functions above do. */
+void prims_blame(prims_t *p, chorus_result_t res, int culprit, int finder);
+/* The farewell for this rank's peers after its operation failed (out: TRANSPORT_NOTICE_BYTES); 0 if
+ * nothing failed in the data path (then there is nothing to tell). */
+int prims_farewell(const prims_t *p, uint8_t *out);
 
 #endif

@@ -93,6 +93,7 @@ static int64_t coll_begin(chorus_comm_t comm, const char *name, uint32_t tag, ui
     int64_t now = time_coarse_ns();
     prims_set_step(&comm->prims, 0);
     prims_set_waiting_on(&comm->prims, -1);
+    comm->prims.why.res = CHORUS_SUCCESS;
     comm->prims.deadline_ns = comm->params.timeout > 0 ? now + comm->params.timeout * 1000000 : INT64_MAX;
     comm->prims.tag = tag;
     comm->prims.op_name = name;

@@ -647,9 +647,12 @@ chorus_result_t comm_op_end(chorus_comm_t comm, chorus_result_t res)
         res == CHORUS_ERR_ABORTED || res == CHORUS_ERR_SYSTEM) {
         if (comm_set_sticky(comm, res, comm->last_error)) recorder_on_failure(comm, res);
         /* The failed operation's transfers may still be posted, pointing at buffers the caller is about to
-         * free: take them back from every connection. */
+         * free: take them back from every connection, and tell every peer why (a peer waiting on this rank
+         * then fails at once, naming the cause, instead of waiting for this rank to close or time out). */
+        uint8_t words[TRANSPORT_NOTICE_BYTES];
+        const uint8_t *farewell = prims_farewell(&comm->prims, words) ? words : NULL;
         for (int i = 0; i < comm->nranks; i++)
-            if (comm->conns[i]) comm->conns[i]->ops->abandon(comm->conns[i]);
+            if (comm->conns[i]) comm->conns[i]->ops->abandon(comm->conns[i], farewell);
     }
     atomic_store(&comm->in_op, 0);
     return res;

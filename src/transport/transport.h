@@ -10,7 +10,8 @@
  * preceded on the wire by a small frame header (length, a 32-bit tag and TRANSPORT_CHECK_BYTES of check
  * bytes the caller sets, opaque to the transport) so that a receiver whose posted length, tag or check
  * bytes differ from what arrives fails with CHORUS_ERR_MISMATCH, told what the sender's frame said,
- * instead of reading garbage.
+ * instead of reading garbage. A side's last word (a notice after a mismatch, a farewell on abandon; see
+ * TRANSPORT_TAG_NOTICE) tells the peer why the connection ends.
  *
  * Ordering. Per connection and direction, messages are matched and complete in the order posted.
  *
@@ -22,6 +23,7 @@
 #ifndef CHORUS_TRANSPORT_H
 #define CHORUS_TRANSPORT_H
 
+#include <endian.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -45,6 +47,31 @@ static inline int transport_frame_is_goodbye(uint64_t len, uint32_t tag, const u
     return len == 0 && tag == TRANSPORT_TAG_GOODBYE && memcmp(check, zero, TRANSPORT_CHECK_BYTES) == 0;
 }
 
+/*
+ * A side's last word: a message of TRANSPORT_NOTICE_BYTES with zero check bytes and one of two tags, sent
+ * only where the stream is between messages and the bytes fit without waiting (best effort: without it
+ * the peer sees only the connection's end, or nothing). A receiver that meets it where it expected a
+ * message, or behind the peer's close, fails the connection with it (see peer_found and peer_farewell).
+ *  - TRANSPORT_TAG_NOTICE: sent by a receiver that found a mismatch, right before it shuts the connection
+ *    down, so that a peer that only sends learns what differed, not only that the connection ended. Its
+ *    payload is two frame headers {u64 len; u32 tag; u32 unused; u8 check[32]} (little-endian): what the
+ *    receiver had posted, and what arrived from the peer. The peer fails with CHORUS_ERR_MISMATCH.
+ *  - TRANSPORT_TAG_FAREWELL: sent by abandon() for the layer above, whose operation failed: its payload is
+ *    the layer's own (why it gave up), opaque to the transport. The peer fails with CHORUS_ERR_REMOTE.
+ */
+#define TRANSPORT_TAG_NOTICE 0xfffffffeu
+#define TRANSPORT_TAG_FAREWELL 0xfffffffdu
+#define TRANSPORT_NOTICE_HALF (16 + TRANSPORT_CHECK_BYTES)
+#define TRANSPORT_NOTICE_BYTES (2 * TRANSPORT_NOTICE_HALF)
+
+/* The tag of a frame that is a last word (TRANSPORT_TAG_NOTICE or _FAREWELL), else 0. */
+static inline uint32_t transport_frame_last_word(uint64_t len, uint32_t tag, const uint8_t *check)
+{
+    static const uint8_t zero[TRANSPORT_CHECK_BYTES];
+    if (len != TRANSPORT_NOTICE_BYTES || (tag != TRANSPORT_TAG_NOTICE && tag != TRANSPORT_TAG_FAREWELL)) return 0;
+    return memcmp(check, zero, TRANSPORT_CHECK_BYTES) == 0 ? tag : 0;
+}
+
 typedef struct transport_xfer {
     /* Set by the caller before posting. */
     void *buf;
@@ -55,9 +82,19 @@ typedef struct transport_xfer {
     size_t done;        /* bytes moved so far; for a receive, buf[0, done) holds final data */
     xfer_state_t state;
     chorus_result_t err;  /* when FAILED: REMOTE (peer closed or reset), MISMATCH, SYSTEM */
-    uint64_t peer_len;    /* when MISMATCH: what the sender's header announced */
+    /* When MISMATCH found here: what the sender's header announced. When MISMATCH found by the peer
+     * (peer_found, from its notice): what the peer had posted, and in own_* what it got from this side
+     * instead (a message of this side's, not necessarily this transfer). */
+    uint64_t peer_len;
     uint32_t peer_tag;
     uint8_t peer_check[TRANSPORT_CHECK_BYTES];
+    int peer_found;
+    uint64_t own_len;
+    uint32_t own_tag;
+    uint8_t own_check[TRANSPORT_CHECK_BYTES];
+    /* When REMOTE because the peer's layer above gave up and said why (TRANSPORT_TAG_FAREWELL): its words. */
+    int peer_farewell;
+    uint8_t farewell[TRANSPORT_NOTICE_BYTES];
     int sys_errno;        /* when REMOTE or SYSTEM: the errno seen, 0 for an orderly close */
     struct transport_xfer *next; /* queue link, owned by the transport while posted */
 } transport_xfer_t;
@@ -89,10 +126,12 @@ typedef struct transport_ops {
      * wake-up that raced with the preparation is never lost. */
     int (*poll_fd)(transport_conn_t *conn, short *events);
     /* Give every posted transfer back (left as they are, the caller's again) and stop moving data, but keep
-     * the connection open, so that the peer does not take it for this side's failure. From then on
-     * progress() only discards what arrives and reports the peer's close (REMOTE), and poll_fd() waits for
-     * it. Used once an operation failed: its buffers may be freed while the connection lingers. */
-    void (*abandon)(transport_conn_t *conn);
+     * the connection open, so that the peer does not take it for this side's failure. With farewell (not
+     * NULL), TRANSPORT_NOTICE_BYTES of the caller's saying why go to the peer as this side's last word
+     * (TRANSPORT_TAG_FAREWELL). From then on progress() only discards what arrives and reports the peer's
+     * close (REMOTE), and poll_fd() waits for it. Used once an operation failed: its buffers may be freed
+     * while the connection lingers. */
+    void (*abandon)(transport_conn_t *conn, const uint8_t *farewell);
     /* Close the connection; pending transfers are abandoned (left PENDING, owned by the caller again). */
     void (*close)(transport_conn_t *conn);
 } transport_ops_t;
@@ -116,16 +155,61 @@ static inline void xfer_queue_pop_done(xfer_queue_t *q)
     xfer->state = XFER_DONE;
 }
 
+/* Encode a notice's payload: what this side had posted (`posted`) and the frame header that arrived
+ * instead (len, tag, check). */
+static inline void transport_notice_encode(uint8_t *out, const struct transport_xfer *posted, uint64_t len,
+                                           uint32_t tag, const uint8_t *check)
+{
+    uint64_t lens[2] = {htole64((uint64_t)posted->len), htole64(len)};
+    uint32_t tags[2] = {htole32(posted->tag), htole32(tag)};
+    const uint8_t *checks[2] = {posted->check, check};
+    memset(out, 0, TRANSPORT_NOTICE_BYTES);
+    for (int i = 0; i < 2; i++) {
+        uint8_t *half = out + i * TRANSPORT_NOTICE_HALF;
+        memcpy(half, &lens[i], 8);
+        memcpy(half + 8, &tags[i], 4);
+        memcpy(half + 16, checks[i], TRANSPORT_CHECK_BYTES);
+    }
+}
+
+/* The failure fields of a transfer from the connection's sticky state: err, errno, and the peer's last
+ * word (`said` is its tag, 0 if none, then `words` its payload). */
+static inline void xfer_set_failed(transport_xfer_t *xfer, chorus_result_t err, int sys_errno, uint32_t said,
+                                   const uint8_t *words)
+{
+    xfer->err = err;
+    xfer->sys_errno = sys_errno;
+    xfer->peer_found = said == TRANSPORT_TAG_NOTICE;
+    xfer->peer_farewell = said == TRANSPORT_TAG_FAREWELL;
+    if (xfer->peer_farewell) memcpy(xfer->farewell, words, TRANSPORT_NOTICE_BYTES);
+    if (xfer->peer_found) {
+        const uint8_t *notice = words;
+        uint64_t len;
+        uint32_t tag;
+        memcpy(&len, notice, 8);
+        memcpy(&tag, notice + 8, 4);
+        xfer->peer_len = le64toh(len);
+        xfer->peer_tag = le32toh(tag);
+        memcpy(xfer->peer_check, notice + 16, TRANSPORT_CHECK_BYTES);
+        notice += TRANSPORT_NOTICE_HALF;
+        memcpy(&len, notice, 8);
+        memcpy(&tag, notice + 8, 4);
+        xfer->own_len = le64toh(len);
+        xfer->own_tag = le32toh(tag);
+        memcpy(xfer->own_check, notice + 16, TRANSPORT_CHECK_BYTES);
+    }
+    xfer->state = XFER_FAILED;
+}
+
 /* Fail every queued transfer, emptying the queue. */
-static inline void xfer_queue_fail(xfer_queue_t *q, chorus_result_t err, int sys_errno)
+static inline void xfer_queue_fail(xfer_queue_t *q, chorus_result_t err, int sys_errno, uint32_t said,
+                                   const uint8_t *words)
 {
     transport_xfer_t *xfer = q->head;
     q->head = q->tail = NULL;
     while (xfer) {
         transport_xfer_t *next = xfer->next;
-        xfer->err = err;
-        xfer->sys_errno = sys_errno;
-        xfer->state = XFER_FAILED;
+        xfer_set_failed(xfer, err, sys_errno, said, words);
         xfer = next;
     }
 }

@@ -14,9 +14,11 @@
  * way (timed and printed), a thread driving the peer, the receiver's `done` watched to advance at most a
  * chunk per progress() call over final data; 1000 messages of mixed sizes posted at once and completed in
  * order; tag, length and check-byte mismatch (MISMATCH with peer_len/peer_tag/peer_check, sticky, and the
- * peer told); a close noticed while idle; messages sent before an orderly close (the goodbye last) still
- * delivered, even when received after the close was noticed; a close without the goodbye behind unread
- * messages noticed while idle; the peer closing mid-transfer; the peer process killed mid-transfer (REMOTE, not a
+ * peer told what differed by the notice, while it waits to receive, while it sends, and while idle); a
+ * close noticed while idle; messages sent before an orderly close (the goodbye last) still delivered,
+ * even when received after the close was noticed; a farewell from abandon() failing a waiting peer with
+ * its bytes; a close without the goodbye behind unread messages noticed while idle; the peer closing
+ * mid-transfer; the peer process killed mid-transfer (REMOTE, not a
  * hang); close with transfers pending (run under valgrind to see it leak nothing).
  *
  * Every wait polls the descriptors poll_fd() names with a deadline and fails the check instead of hanging;
@@ -423,6 +425,20 @@ out:
     b->ops->close(b);
 }
 
+/* x failed with the peer's notice: it had posted `posted` and got `sent` from this side. */
+static void conf_expect_notice(const transport_xfer_t *x, const transport_xfer_t *posted, const transport_xfer_t *sent)
+{
+    TEST_ASSERT(x->peer_found, "no notice from the peer");
+    TEST_ASSERT(x->peer_len == posted->len && x->peer_tag == posted->tag &&
+                    memcmp(x->peer_check, posted->check, sizeof(x->check)) == 0,
+                "notice: the peer posted %llu bytes tag %u, wanted %zu tag %u (or the check bytes differ)",
+                (unsigned long long)x->peer_len, x->peer_tag, posted->len, posted->tag);
+    TEST_ASSERT(x->own_len == sent->len && x->own_tag == sent->tag &&
+                    memcmp(x->own_check, sent->check, sizeof(x->check)) == 0,
+                "notice: the peer got %llu bytes tag %u, wanted %zu tag %u (or the check bytes differ)",
+                (unsigned long long)x->own_len, x->own_tag, sent->len, sent->tag);
+}
+
 /* a receives `rlen` bytes tagged `rtag` after one good message; b sends `slen` bytes tagged `stag`; with
  * `check`, the sizes and tags agree but the sender's check bytes differ. */
 static void conf_mismatch_case(const conformance_factory_t *f, size_t rlen, uint32_t rtag, size_t slen,
@@ -453,17 +469,56 @@ static void conf_mismatch_case(const conformance_factory_t *f, size_t rlen, uint
     transport_xfer_t late = conf_xfer(in, 8, 4);
     TEST_ASSERT(a->ops->post_send(a, &late) == CHORUS_ERR_MISMATCH, "a post after the mismatch must fail");
     CONF_EXPECT_FAILED(late, CHORUS_ERR_MISMATCH);
-    /* The peer learns the connection is gone instead of waiting for an answer. */
+    /* The peer learns the connection is gone instead of waiting for an answer, and from the notice what
+     * differed: what a had posted, and what it got from b instead. */
     transport_xfer_t answer = conf_xfer(in, 8, 9);
     b->ops->post_recv(b, &answer);
     TEST_ASSERT(conf_wait(b, NULL, &answer, 1), "the peer never learnt of the failed connection");
-    CONF_EXPECT_FAILED(answer, CHORUS_ERR_REMOTE);
+    CONF_EXPECT_FAILED(answer, CHORUS_ERR_MISMATCH);
+    conf_expect_notice(&answer, &rx[1], &sx[1]);
+    a->ops->close(a);
+    b->ops->close(b);
+}
+
+/* A sender that only sends learns of the mismatch its message caused, whether its send is still under way
+ * (a message larger than the socket buffer or ring) or long done (the connection idle): the connection
+ * fails with MISMATCH, and the notice (what the receiver had posted, what it got) comes with its pending
+ * transfers and with any posted later. */
+static void conf_test_mismatch_sender(const conformance_factory_t *f, size_t len, int idle)
+{
+    transport_conn_t *a, *b;
+    if (!conf_pair(f, 256 << 10, 64 << 10, &a, &b)) return;
+    char *out = calloc(1, len), *in = calloc(1, len);
+    transport_xfer_t s = conf_xfer(out, len, 7), r = conf_xfer(in, len, 7);
+    memset(s.check, 0x11, sizeof(s.check));
+    memset(r.check, 0x22, sizeof(r.check));
+    TEST_ASSERT(b->ops->post_send(b, &s) == CHORUS_SUCCESS, "post_send");
+    if (idle) TEST_ASSERT(conf_wait(b, NULL, &s, 1) && s.state == XFER_DONE, "a small send did not complete");
+    TEST_ASSERT(a->ops->post_recv(a, &r) == CHORUS_SUCCESS, "post_recv");
+    TEST_ASSERT(conf_wait(a, b, &r, 1), "mismatch not reported");
+    CONF_EXPECT_FAILED(r, CHORUS_ERR_MISMATCH);
+    TEST_ASSERT(conf_drive(&b, 1, conf_conn_failed, b), "the sender never learnt of the mismatch (%s)",
+                idle ? "idle" : "sending");
+    int moved;
+    TEST_ASSERT(b->ops->progress(b, &moved) == CHORUS_ERR_MISMATCH, "the sender's connection failed otherwise");
+    if (!idle) {
+        CONF_EXPECT_FAILED(s, CHORUS_ERR_MISMATCH);
+        conf_expect_notice(&s, &r, &s);
+    }
+    transport_xfer_t late = conf_xfer(in, 8, 3);
+    TEST_ASSERT(b->ops->post_send(b, &late) == CHORUS_ERR_MISMATCH, "a post after the notice must fail");
+    CONF_EXPECT_FAILED(late, CHORUS_ERR_MISMATCH);
+    conf_expect_notice(&late, &r, &s);
+    free(out);
+    free(in);
     a->ops->close(a);
     b->ops->close(b);
 }
 
 static void conf_test_mismatch(const conformance_factory_t *f)
 {
+    conf_test_mismatch_sender(f, 64, 1);
+    conf_test_mismatch_sender(f, 8 << 20, 0);
     conf_mismatch_case(f, 100, 8, 100, 7, 0); /* tag */
     conf_mismatch_case(f, 100, 7, 200, 7, 0); /* the sender's message is longer */
     conf_mismatch_case(f, 200, 7, 50, 7, 0);  /* the sender's message is shorter */
@@ -498,7 +553,7 @@ static void conf_test_abandon(const conformance_factory_t *f)
     memset(in, 0, sizeof(in));
     transport_xfer_t r = conf_xfer(in, sizeof(in), 7), s = conf_xfer(out, sizeof(out), 7);
     TEST_ASSERT(a->ops->post_recv(a, &r) == CHORUS_SUCCESS, "post_recv");
-    a->ops->abandon(a);
+    a->ops->abandon(a, NULL);
     TEST_ASSERT(b->ops->post_send(b, &s) == CHORUS_SUCCESS, "post_send");
     for (int i = 0; i < 200 && s.state == XFER_PENDING; i++) {
         int moved;
@@ -511,6 +566,39 @@ static void conf_test_abandon(const conformance_factory_t *f)
     b->ops->close(b);
     TEST_ASSERT(conf_drive(&a, 1, conf_conn_failed, a), "an abandoned end never noticed the peer's close");
     a->ops->close(a);
+}
+
+/* abandon() with a farewell: a peer waiting to receive (asleep in poll) fails at once with REMOTE and
+ * the farewell's bytes, after the messages sent before it; so does a transfer it posts later. */
+static void conf_test_farewell(const conformance_factory_t *f)
+{
+    transport_conn_t *a, *b;
+    if (!conf_pair(f, 256 << 10, 0, &a, &b)) return;
+    char msg[100], in[100], next_in[8], late_in[8];
+    uint8_t words[TRANSPORT_NOTICE_BYTES];
+    conf_fill(msg, sizeof(msg), 11);
+    conf_fill(words, sizeof(words), 12);
+    transport_xfer_t s = conf_xfer(msg, sizeof(msg), 1), r[2] = {conf_xfer(in, sizeof(in), 1),
+                                                                    conf_xfer(next_in, 8, 2)};
+    TEST_ASSERT(a->ops->post_send(a, &s) == CHORUS_SUCCESS, "post_send");
+    TEST_ASSERT(conf_wait(a, NULL, &s, 1), "send did not complete");
+    for (int i = 0; i < 2; i++) b->ops->post_recv(b, &r[i]);
+    conf_peer_t peer;
+    conf_peer_start(&peer, b, r, 2);
+    usleep(20000); /* let b go to sleep */
+    a->ops->abandon(a, words);
+    TEST_ASSERT(conf_peer_join(&peer), "the peer never learnt of the farewell");
+    CONF_EXPECT_DONE(r[0]);
+    TEST_ASSERT(conf_check(in, sizeof(in), 11) == SIZE_MAX, "the message before the farewell differs");
+    CONF_EXPECT_FAILED(r[1], CHORUS_ERR_REMOTE);
+    TEST_ASSERT(r[1].peer_farewell && memcmp(r[1].farewell, words, sizeof(words)) == 0,
+                "the farewell's bytes did not come with the failure");
+    transport_xfer_t late = conf_xfer(late_in, 8, 3);
+    TEST_ASSERT(b->ops->post_recv(b, &late) == CHORUS_ERR_REMOTE, "a post after the farewell must fail");
+    TEST_ASSERT(late.peer_farewell && memcmp(late.farewell, words, sizeof(words)) == 0,
+                "a later transfer did not get the farewell's bytes");
+    a->ops->close(a);
+    b->ops->close(b);
 }
 
 /* What the peer sent before it closed in good order (its goodbye last) is still delivered, as the last
@@ -728,6 +816,7 @@ static inline void conformance_run(const conformance_factory_t *f)
     conf_test_peer_killed(f);
     conf_test_close_pending(f);
     conf_test_abandon(f);
+    conf_test_farewell(f);
 }
 
 #endif

@@ -26,7 +26,8 @@
  * Peer death shows on the doorbell as EOF or a reset. What the peer published before is still delivered
  * (as TCP delivers what arrived before a FIN) if it ends with the peer's goodbye (TRANSPORT_TAG_GOODBYE);
  * then every posted transfer fails with REMOTE. Without the goodbye the peer crashed: the connection
- * fails at once, even with nothing posted.
+ * fails at once, even with nothing posted. The peer's last word (transport.h: a notice after a mismatch,
+ * a farewell) is read where a message was expected, or found among what it left in the ring.
  *
  * Set-up, over the doorbell: three fixed-size messages, each sent whatever happened locally, so that a
  * refusal leaves no stray byte and the caller can fall back to TCP on the same socket:
@@ -69,6 +70,8 @@
 /* Within one progress(), publish at least this often, so the peer starts copying before a chunk is
  * complete: the two copies then overlap even when the ring holds only a chunk or two. */
 #define SHM_PUBLISH_BYTES (64u << 10)
+/* No position (positions count from 0). */
+#define SHM_NONE UINT64_MAX
 
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "words shared between processes must be lock-free atomics");
 
@@ -112,9 +115,13 @@ typedef struct shm_conn {
     int sys_errno;
     int asleep;    /* our asleep word was set: drain the doorbell at the next progress() */
     int peer_gone; /* the doorbell saw EOF or a reset: only what is already in the ring can still move */
-    int peer_left; /* ... and what is left in the ring ends with its goodbye: it closed in good order */
+    int peer_scanned; /* ... and what it left in the ring was looked at once (nothing more comes): */
+    int peer_left;    /* it ends with the goodbye: the peer closed in good order */
+    uint64_t peer_said;   /* a last word's frame position among it, SHM_NONE if none */
     int peer_errno;
     int abandoned; /* see transport.h: only the peer's close is still of interest */
+    uint32_t said; /* the peer's last word (transport.h: TRANSPORT_TAG_NOTICE, _FAREWELL), 0 if none */
+    uint8_t words[TRANSPORT_NOTICE_BYTES];
     shm_dir_t tx;
     shm_dir_t rx;
 } shm_conn_t;
@@ -175,10 +182,26 @@ static chorus_result_t shm_fail(shm_conn_t *c, chorus_result_t err, int sys_errn
 {
     c->err = err;
     c->sys_errno = sys_errno;
-    xfer_queue_fail(&c->tx.q, err, sys_errno);
-    xfer_queue_fail(&c->rx.q, err, sys_errno);
+    xfer_queue_fail(&c->tx.q, err, sys_errno, c->said, c->words);
+    xfer_queue_fail(&c->rx.q, err, sys_errno, c->said, c->words);
     shutdown(c->fd, SHUT_RDWR);
     return err;
+}
+
+/* The peer's last word, its frame at `pos` in the ring (a notice: it found a mismatch in what this side
+ * sent it; a farewell: its layer above gave up), fails the connection. */
+static chorus_result_t shm_fail_said(shm_conn_t *c, uint64_t pos)
+{
+    unsigned char frame[SHM_FRAME_BYTES];
+    shm_copy_out(c, frame, pos, SHM_FRAME_BYTES);
+    memcpy(&c->said, frame + 8, 4);
+    shm_copy_out(c, c->words, pos + SHM_FRAME_BYTES, TRANSPORT_NOTICE_BYTES);
+    if (c->said == TRANSPORT_TAG_FAREWELL) {
+        LOG_INFO(LOG_SUB_NET, "shm: fd %d: the peer gave up and said why", c->fd);
+        return shm_fail(c, CHORUS_ERR_REMOTE, 0);
+    }
+    LOG_WARN(LOG_SUB_NET, "shm: fd %d: the peer found that a message from here differs from what it expected", c->fd);
+    return shm_fail(c, CHORUS_ERR_MISMATCH, 0);
 }
 
 /* A doorbell error that means the peer went away only stops new bytes (see shm_progress); any other is
@@ -235,6 +258,18 @@ static chorus_result_t shm_ring_doorbell(shm_conn_t *c)
     return shm_doorbell_error(c, errno, "send");
 }
 
+static void shm_write_frame(shm_conn_t *c, uint64_t len, uint32_t tag, const uint8_t *check)
+{
+    unsigned char frame[SHM_FRAME_BYTES];
+    uint32_t magic = SHM_FRAME_MAGIC;
+    memcpy(frame, &len, 8);
+    memcpy(frame + 8, &tag, 4);
+    memcpy(frame + 12, &magic, 4);
+    memcpy(frame + 16, check, TRANSPORT_CHECK_BYTES);
+    shm_copy_in(c, c->tx.pos, frame, SHM_FRAME_BYTES);
+    c->tx.pos += SHM_FRAME_BYTES;
+}
+
 static void shm_send(shm_conn_t *c, int *moved)
 {
     shm_dir_t *d = &c->tx;
@@ -243,15 +278,7 @@ static void shm_send(shm_conn_t *c, int *moved)
         transport_xfer_t *xfer = d->q.head;
         if (!d->framed) {
             if (shm_tx_room(c, SHM_FRAME_BYTES) < SHM_FRAME_BYTES) break;
-            unsigned char frame[SHM_FRAME_BYTES];
-            uint64_t len = xfer->len;
-            uint32_t magic = SHM_FRAME_MAGIC;
-            memcpy(frame, &len, 8);
-            memcpy(frame + 8, &xfer->tag, 4);
-            memcpy(frame + 12, &magic, 4);
-            memcpy(frame + 16, xfer->check, TRANSPORT_CHECK_BYTES);
-            shm_copy_in(c, d->pos, frame, SHM_FRAME_BYTES);
-            d->pos += SHM_FRAME_BYTES;
+            shm_write_frame(c, xfer->len, xfer->tag, xfer->check);
             d->framed = 1;
             *moved = 1;
         }
@@ -275,6 +302,28 @@ static void shm_send(shm_conn_t *c, int *moved)
     }
 }
 
+/* Send this side's last word (transport.h) and wake the peer for it, unless this side is in the middle of
+ * sending a message, where a frame cannot go, or the ring has no room for it now. */
+static void shm_send_last_word(shm_conn_t *c, uint32_t tag, const uint8_t *payload)
+{
+    static const uint8_t zero[TRANSPORT_CHECK_BYTES];
+    size_t need = SHM_FRAME_BYTES + shm_padded(TRANSPORT_NOTICE_BYTES);
+    if (c->tx.framed || shm_tx_room(c, need) < need) return;
+    shm_write_frame(c, TRANSPORT_NOTICE_BYTES, tag, zero);
+    shm_copy_in(c, c->tx.pos, payload, TRANSPORT_NOTICE_BYTES);
+    c->tx.pos += shm_padded(TRANSPORT_NOTICE_BYTES);
+    shm_publish(&c->tx);
+    (void)shm_ring_doorbell(c);
+}
+
+/* Whether the frame at `pos` is a whole last word. */
+static int shm_last_word_at(shm_conn_t *c, uint64_t pos, uint64_t len, uint32_t tag, const uint8_t *check)
+{
+    if (!transport_frame_last_word(len, tag, check)) return 0;
+    uint64_t end = atomic_load_explicit(c->rx.theirs, memory_order_acquire);
+    return end - pos >= SHM_FRAME_BYTES + TRANSPORT_NOTICE_BYTES;
+}
+
 static chorus_result_t shm_check_frame(shm_conn_t *c, transport_xfer_t *xfer, const unsigned char *frame)
 {
     uint64_t len;
@@ -289,15 +338,21 @@ static chorus_result_t shm_check_frame(shm_conn_t *c, transport_xfer_t *xfer, co
         LOG_INFO(LOG_SUB_NET, "shm: fd %d: the peer closed in good order before sending this message", c->fd);
         return shm_fail(c, CHORUS_ERR_REMOTE, 0);
     }
+    if (magic == SHM_FRAME_MAGIC && shm_last_word_at(c, c->rx.pos, len, tag, frame + 16))
+        return shm_fail_said(c, c->rx.pos);
     xfer->peer_len = len;
     xfer->peer_tag = tag;
     memcpy(xfer->peer_check, frame + 16, TRANSPORT_CHECK_BYTES);
-    if (magic != SHM_FRAME_MAGIC)
+    if (magic != SHM_FRAME_MAGIC) {
         LOG_WARN(LOG_SUB_NET, "shm: fd %d: bad frame magic 0x%08x: the ring lost its framing", c->fd, magic);
-    else
+    } else {
         LOG_WARN(LOG_SUB_NET, "shm: fd %d: receive posted for %zu bytes tag %u, peer sent %llu bytes tag %u%s", c->fd,
                  xfer->len, xfer->tag, (unsigned long long)len, tag,
                  len == xfer->len && tag == xfer->tag ? " with other check bytes" : "");
+        uint8_t notice[TRANSPORT_NOTICE_BYTES];
+        transport_notice_encode(notice, xfer, len, tag, frame + 16);
+        shm_send_last_word(c, TRANSPORT_TAG_NOTICE, notice);
+    }
     return shm_fail(c, CHORUS_ERR_MISMATCH, 0);
 }
 
@@ -336,12 +391,15 @@ static chorus_result_t shm_recv(shm_conn_t *c, int *moved)
     return CHORUS_SUCCESS;
 }
 
-/* Whether the unread part of the receive ring, which starts at a frame boundary, is whole frames the last
- * of which is the goodbye (TRANSPORT_TAG_GOODBYE): what a peer that closed in good order leaves behind. */
-static int shm_ring_ends_in_goodbye(shm_conn_t *c)
+/* Walk the whole frames in the unread part of the receive ring (from the next frame boundary). *said is
+ * set to the frame position of a last word among them (SHM_NONE if none); returns whether they are whole frames
+ * the last of which is the goodbye (TRANSPORT_TAG_GOODBYE): what a peer that closed in good order leaves. */
+static int shm_ring_scan(shm_conn_t *c, uint64_t *said)
 {
     uint64_t at = c->rx.pos, end = atomic_load_explicit(c->rx.theirs, memory_order_acquire);
     int goodbye = 0;
+    *said = SHM_NONE;
+    if (c->rx.framed) at += shm_padded(c->rx.q.head->len) - c->rx.body;
     while (end - at >= SHM_FRAME_BYTES) {
         unsigned char frame[SHM_FRAME_BYTES];
         uint64_t len;
@@ -352,6 +410,7 @@ static int shm_ring_ends_in_goodbye(shm_conn_t *c)
         memcpy(&magic, frame + 12, 4);
         if (magic != SHM_FRAME_MAGIC) return 0;
         goodbye = transport_frame_is_goodbye(len, tag, frame + 16);
+        if (*said == SHM_NONE && shm_last_word_at(c, at, len, tag, frame + 16)) *said = at;
         at += SHM_FRAME_BYTES;
         if (len > end - at) return 0;
         at += shm_padded((size_t)len);
@@ -367,9 +426,7 @@ static chorus_result_t shm_post(shm_conn_t *c, shm_dir_t *d, transport_xfer_t *x
     xfer->peer_tag = 0;
     xfer->sys_errno = 0;
     if (c->err != CHORUS_SUCCESS) {
-        xfer->err = c->err;
-        xfer->sys_errno = c->sys_errno;
-        xfer->state = XFER_FAILED;
+        xfer_set_failed(xfer, c->err, c->sys_errno, c->said, c->words);
         return c->err;
     }
     xfer->state = XFER_PENDING;
@@ -412,9 +469,14 @@ static chorus_result_t shm_progress(transport_conn_t *base, int *moved)
      * crash leaves, and waiting for them to be asked for would hide the crash from a rank busy elsewhere.
      * Otherwise the connection fails once nothing more can come out of the ring for what is posted. */
     if (c->peer_gone && !received) {
+        if (!c->peer_scanned) {
+            c->peer_left = shm_ring_scan(c, &c->peer_said);
+            c->peer_scanned = 1;
+        }
+        if (c->peer_said != SHM_NONE) return shm_fail_said(c, c->peer_said);
         if (c->tx.q.head || c->rx.q.head || shm_rx_ready(c, 1) == 0)
             return shm_fail(c, CHORUS_ERR_REMOTE, c->peer_errno);
-        if (!c->peer_left && !(c->peer_left = shm_ring_ends_in_goodbye(c))) {
+        if (!c->peer_left) {
             LOG_INFO(LOG_SUB_NET, "shm: fd %d: closed by the peer behind unread messages, without its goodbye", c->fd);
             return shm_fail(c, CHORUS_ERR_REMOTE, c->peer_errno);
         }
@@ -450,9 +512,11 @@ static int shm_poll_fd(transport_conn_t *base, short *events)
     return c->fd;
 }
 
-static void shm_abandon(transport_conn_t *base)
+static void shm_abandon(transport_conn_t *base, const uint8_t *farewell)
 {
     shm_conn_t *c = (shm_conn_t *)base;
+    if (farewell && c->err == CHORUS_SUCCESS && !c->abandoned && !c->peer_gone)
+        shm_send_last_word(c, TRANSPORT_TAG_FAREWELL, farewell);
     c->tx.q.head = c->tx.q.tail = NULL;
     c->rx.q.head = c->rx.q.tail = NULL;
     c->abandoned = 1;

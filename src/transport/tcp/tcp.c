@@ -12,7 +12,9 @@
  *
  * A peer's close behind bytes nobody has asked for yet is seen with POLLRDHUP and judged by those bytes:
  * an orderly close leaves the goodbye frame last (TRANSPORT_TAG_GOODBYE), a crash does not and fails the
- * connection at once (see tcp_close_behind_input).
+ * connection at once (see tcp_close_behind_input). The peer's last word (transport.h: a notice after a
+ * mismatch, a farewell) is read where a message was expected, or found in that unread input, or, when a
+ * send fails because the peer went away, by peeking at what is left unread (tcp_fail_remote).
  *
  * Receives are speculative: the payload of a posted receive is read together with its header, before the
  * header is checked. That is safe because a header that does not match fails the connection for good
@@ -61,6 +63,8 @@ typedef struct tcp_conn {
     /* The peer closed in good order behind the unclaimed input (see tcp_close_behind_input). */
     int peer_left;
     int abandoned; /* see transport.h: only the peer's close is still of interest */
+    uint32_t said; /* the peer's last word (transport.h: TRANSPORT_TAG_NOTICE, _FAREWELL), 0 if none */
+    uint8_t words[TRANSPORT_NOTICE_BYTES];
     tcp_queue_t tx;
     tcp_queue_t rx;
 } tcp_conn_t;
@@ -88,11 +92,28 @@ static chorus_result_t tcp_fail(tcp_conn_t *conn, chorus_result_t err, int sys_e
 {
     conn->err = err;
     conn->sys_errno = sys_errno;
-    xfer_queue_fail(&conn->tx.q, err, sys_errno);
-    xfer_queue_fail(&conn->rx.q, err, sys_errno);
+    xfer_queue_fail(&conn->tx.q, err, sys_errno, conn->said, conn->words);
+    xfer_queue_fail(&conn->rx.q, err, sys_errno, conn->said, conn->words);
     shutdown(conn->fd, SHUT_RDWR);
     return err;
 }
+
+/* The peer's last word (a notice: it found a mismatch in what this side sent it; a farewell: its layer
+ * above gave up) fails the connection. */
+static chorus_result_t tcp_fail_said(tcp_conn_t *conn, uint32_t said, const unsigned char *payload)
+{
+    memcpy(conn->words, payload, TRANSPORT_NOTICE_BYTES);
+    conn->said = said;
+    if (said == TRANSPORT_TAG_FAREWELL) {
+        LOG_INFO(LOG_SUB_NET, "tcp: fd %d: the peer gave up and said why", conn->fd);
+        return tcp_fail(conn, CHORUS_ERR_REMOTE, 0);
+    }
+    LOG_WARN(LOG_SUB_NET, "tcp: fd %d: the peer found that a message from here differs from what it expected",
+             conn->fd);
+    return tcp_fail(conn, CHORUS_ERR_MISMATCH, 0);
+}
+
+static chorus_result_t tcp_fail_remote(tcp_conn_t *conn, int sys_errno);
 
 /* Errors that mean the peer or the path to it went away are REMOTE; anything else is our own failure. */
 static chorus_result_t tcp_fail_errno(tcp_conn_t *conn, int e, const char *what)
@@ -110,7 +131,7 @@ static chorus_result_t tcp_fail_errno(tcp_conn_t *conn, int e, const char *what)
     case ENETDOWN:
     case ENETRESET:
         LOG_WARN(LOG_SUB_NET, "tcp: fd %d: %s: peer lost: %s", conn->fd, what, strerror(e));
-        return tcp_fail(conn, CHORUS_ERR_REMOTE, e);
+        return tcp_fail_remote(conn, e);
     default:
         LOG_WARN(LOG_SUB_NET, "tcp: fd %d: %s failed: %s", conn->fd, what, strerror(e));
         return tcp_fail(conn, CHORUS_ERR_SYSTEM, e);
@@ -120,7 +141,7 @@ static chorus_result_t tcp_fail_errno(tcp_conn_t *conn, int e, const char *what)
 static chorus_result_t tcp_fail_eof(tcp_conn_t *conn)
 {
     LOG_INFO(LOG_SUB_NET, "tcp: fd %d: closed by the peer", conn->fd);
-    return tcp_fail(conn, CHORUS_ERR_REMOTE, 0);
+    return tcp_fail_remote(conn, 0);
 }
 
 /*
@@ -191,6 +212,61 @@ static chorus_result_t tcp_send_once(tcp_conn_t *conn, size_t *budget, int *move
     return CHORUS_SUCCESS;
 }
 
+/* Send this side's last word (transport.h), unless this side is in the middle of sending a message, where
+ * a frame cannot go, or the socket has no room for it now. */
+static void tcp_send_last_word(tcp_conn_t *conn, uint32_t tag, const uint8_t *payload)
+{
+    if (conn->tx.q.head && conn->tx.head_hdr_done > 0) return;
+    unsigned char frame[TCP_HDR_BYTES + TRANSPORT_NOTICE_BYTES];
+    tcp_hdr_encode(frame, &(transport_xfer_t){.len = TRANSPORT_NOTICE_BYTES, .tag = tag});
+    memcpy(frame + TCP_HDR_BYTES, payload, TRANSPORT_NOTICE_BYTES);
+    (void)SYSCALL_RETRY(send(conn->fd, frame, sizeof(frame), MSG_DONTWAIT | MSG_NOSIGNAL));
+}
+
+/* The tag of a frame header that is a last word (with the right magic), else 0. */
+static uint32_t tcp_hdr_last_word(const unsigned char *hdr)
+{
+    uint64_t len;
+    uint32_t tag, magic;
+    memcpy(&len, hdr, 8);
+    memcpy(&tag, hdr + 8, 4);
+    memcpy(&magic, hdr + 12, 4);
+    return le32toh(magic) == TCP_FRAME_MAGIC ? transport_frame_last_word(le64toh(len), le32toh(tag), hdr + 16) : 0;
+}
+
+/* The peer's last word (tag `said`) arrived where a posted receive's header was expected, `avail` bytes
+ * behind it in this read (stream offset `off` of the iovecs the read filled, so in posted buffers or
+ * header slots): take its payload from there, and from the socket if it is not all in yet. */
+static chorus_result_t tcp_take_last_word(tcp_conn_t *conn, uint32_t said, const struct iovec *iov, int niov,
+                                          size_t off, size_t avail)
+{
+    unsigned char payload[TRANSPORT_NOTICE_BYTES];
+    size_t have = 0;
+    for (int i = 0; i < niov && have < sizeof(payload) && have < avail; i++) {
+        if (off >= iov[i].iov_len) {
+            off -= iov[i].iov_len;
+            continue;
+        }
+        size_t n = CHORUS_MIN(iov[i].iov_len - off, CHORUS_MIN(sizeof(payload) - have, avail - have));
+        memcpy(payload + have, (const char *)iov[i].iov_base + off, n);
+        have += n;
+        off = 0;
+    }
+    /* The peer wrote it with one send(): the rest is in flight at most. */
+    for (int tries = 0; have < sizeof(payload) && tries < 10; tries++) {
+        struct pollfd pfd = {.fd = conn->fd, .events = POLLIN};
+        (void)SYSCALL_RETRY(poll(&pfd, 1, 100));
+        ssize_t n = SYSCALL_RETRY(recv(conn->fd, payload + have, sizeof(payload) - have, MSG_DONTWAIT));
+        if (n <= 0 && !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))) break;
+        if (n > 0) have += (size_t)n;
+    }
+    if (have < sizeof(payload)) {
+        LOG_WARN(LOG_SUB_NET, "tcp: fd %d: the peer's last word was cut short", conn->fd);
+        return tcp_fail(conn, CHORUS_ERR_REMOTE, 0);
+    }
+    return tcp_fail_said(conn, said, payload);
+}
+
 static chorus_result_t tcp_check_hdr(tcp_conn_t *conn, transport_xfer_t *xfer, const unsigned char *hdr)
 {
     uint64_t len;
@@ -211,13 +287,17 @@ static chorus_result_t tcp_check_hdr(tcp_conn_t *conn, transport_xfer_t *xfer, c
     xfer->peer_len = len;
     xfer->peer_tag = tag;
     memcpy(xfer->peer_check, hdr + 16, TRANSPORT_CHECK_BYTES);
-    if (magic != TCP_FRAME_MAGIC)
+    if (magic != TCP_FRAME_MAGIC) {
         LOG_WARN(LOG_SUB_NET, "tcp: fd %d: bad frame magic 0x%08x: the stream lost its framing", conn->fd,
                  magic);
-    else
+    } else {
         LOG_WARN(LOG_SUB_NET, "tcp: fd %d: receive posted for %zu bytes tag %u, peer sent %llu bytes tag %u%s",
                  conn->fd, xfer->len, xfer->tag, (unsigned long long)len, tag,
                  len == xfer->len && tag == xfer->tag ? " with other check bytes" : "");
+        uint8_t notice[TRANSPORT_NOTICE_BYTES];
+        transport_notice_encode(notice, xfer, len, tag, hdr + 16);
+        tcp_send_last_word(conn, TRANSPORT_TAG_NOTICE, notice);
+    }
     return tcp_fail(conn, CHORUS_ERR_MISMATCH, 0);
 }
 
@@ -251,6 +331,8 @@ static chorus_result_t tcp_recv_once(tcp_conn_t *conn, size_t *budget, int *move
         q->head_hdr_done += hdr;
         left -= hdr;
         if (q->head_hdr_done < TCP_HDR_BYTES) break;
+        uint32_t said = hdr > 0 ? tcp_hdr_last_word(q->hdr[0]) : 0;
+        if (said) return tcp_take_last_word(conn, said, q->iov, niov, (size_t)n - left, left);
         if (hdr > 0) CHECK(tcp_check_hdr(conn, xfer, q->hdr[0]));
         size_t body = CHORUS_MIN(left, xfer->len - xfer->done);
         xfer->done += body;
@@ -279,12 +361,15 @@ static chorus_result_t tcp_peek(tcp_conn_t *conn)
     return tcp_fail_errno(conn, errno, "recv");
 }
 
-/* Whether the len bytes of stream in buf, which start at a frame boundary, are whole frames the last of
- * which is the goodbye (TRANSPORT_TAG_GOODBYE): what a peer that closed in good order leaves behind. */
-static int tcp_stream_ends_in_goodbye(const unsigned char *buf, size_t len)
+/* Walk the whole frames of the len bytes of stream in buf, which start at a frame boundary. *said is set
+ * to the tag of a last word among them (0 if none), *words to its payload; returns whether they are
+ * whole frames the last of which is the goodbye (TRANSPORT_TAG_GOODBYE): what a peer that closed in good
+ * order leaves. */
+static int tcp_stream_scan(const unsigned char *buf, size_t len, uint32_t *said, const unsigned char **words)
 {
     size_t at = 0;
     int goodbye = 0;
+    *said = 0;
     while (len - at >= TCP_HDR_BYTES) {
         uint64_t body;
         uint32_t tag, magic;
@@ -294,11 +379,52 @@ static int tcp_stream_ends_in_goodbye(const unsigned char *buf, size_t len)
         if (le32toh(magic) != TCP_FRAME_MAGIC) return 0;
         body = le64toh(body);
         goodbye = transport_frame_is_goodbye(body, le32toh(tag), buf + at + 16);
+        uint32_t last = transport_frame_last_word(body, le32toh(tag), buf + at + 16);
         at += TCP_HDR_BYTES;
         if (body > len - at) return 0;
+        if (last && !*said) {
+            *said = last;
+            *words = buf + at;
+        }
         at += (size_t)body;
     }
     return at == len && goodbye;
+}
+
+/* Copy (peek) what the socket holds beyond the receive position into *buf_p (malloc'd, NULL if nothing);
+ * returns its length. `skip` bytes of the head receive's payload come first and are left out. */
+static size_t tcp_peek_unread(tcp_conn_t *conn, size_t skip, unsigned char **buf_p)
+{
+    int queued = 0;
+    *buf_p = NULL;
+    if (ioctl(conn->fd, FIONREAD, &queued) < 0 || (size_t)queued <= skip) return 0;
+    unsigned char *buf = malloc((size_t)queued);
+    if (!buf) return 0;
+    ssize_t n = SYSCALL_RETRY(recv(conn->fd, buf, (size_t)queued, MSG_PEEK | MSG_DONTWAIT));
+    if (n <= (ssize_t)skip) {
+        free(buf);
+        return 0;
+    }
+    memmove(buf, buf + skip, (size_t)n - skip);
+    *buf_p = buf;
+    return (size_t)n - skip;
+}
+
+/* The peer went away. If it said why first (its last word), that is in the unread part of the stream,
+ * behind what it sent before (whole frames from the receive position on): report that instead. */
+static chorus_result_t tcp_fail_remote(tcp_conn_t *conn, int sys_errno)
+{
+    const transport_xfer_t *head = conn->rx.q.head;
+    size_t hdr_done = conn->rx.head_hdr_done;
+    if (head && hdr_done > 0 && hdr_done < TCP_HDR_BYTES) return tcp_fail(conn, CHORUS_ERR_REMOTE, sys_errno);
+    unsigned char *buf;
+    size_t len = tcp_peek_unread(conn, head && hdr_done ? head->len - head->done : 0, &buf);
+    const unsigned char *words = NULL;
+    uint32_t said = 0;
+    if (buf) (void)tcp_stream_scan(buf, len, &said, &words);
+    chorus_result_t res = said ? tcp_fail_said(conn, said, words) : tcp_fail(conn, CHORUS_ERR_REMOTE, sys_errno);
+    free(buf);
+    return res;
 }
 
 /* With unclaimed input, the peer's close sits behind bytes a receive has not asked for yet, where recv
@@ -310,12 +436,16 @@ static chorus_result_t tcp_close_behind_input(tcp_conn_t *conn)
     struct pollfd pfd = {.fd = conn->fd, .events = POLLRDHUP};
     if (SYSCALL_RETRY(poll(&pfd, 1, 0)) <= 0 || !(pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)))
         return CHORUS_SUCCESS;
-    int queued = 0;
-    if (ioctl(conn->fd, FIONREAD, &queued) < 0) return tcp_fail_errno(conn, errno, "ioctl FIONREAD");
-    unsigned char *buf = queued > 0 ? malloc((size_t)queued) : NULL;
-    if (queued > 0 && !buf) return CHORUS_SUCCESS; /* judged again at the next call */
-    ssize_t n = queued > 0 ? SYSCALL_RETRY(recv(conn->fd, buf, (size_t)queued, MSG_PEEK | MSG_DONTWAIT)) : 0;
-    int orderly = n > 0 && tcp_stream_ends_in_goodbye(buf, (size_t)n);
+    unsigned char *buf;
+    size_t len = tcp_peek_unread(conn, 0, &buf);
+    const unsigned char *words = NULL;
+    uint32_t said = 0;
+    int orderly = buf && tcp_stream_scan(buf, len, &said, &words);
+    if (said) {
+        chorus_result_t res = tcp_fail_said(conn, said, words);
+        free(buf);
+        return res;
+    }
     free(buf);
     /* A peer that left in good order may still reset the connection: closing with bytes of ours unread
      * (a call it never matched) makes its kernel send a reset. What it sent stays readable here. */
@@ -327,8 +457,8 @@ static chorus_result_t tcp_close_behind_input(tcp_conn_t *conn)
     socklen_t elen = sizeof(e);
     if ((pfd.revents & POLLERR) && getsockopt(conn->fd, SOL_SOCKET, SO_ERROR, &e, &elen) == 0 && e != 0)
         return tcp_fail_errno(conn, e, "recv");
-    LOG_INFO(LOG_SUB_NET, "tcp: fd %d: closed by the peer behind %d unread bytes, without its goodbye", conn->fd,
-             queued);
+    LOG_INFO(LOG_SUB_NET, "tcp: fd %d: closed by the peer behind %zu unread bytes, without its goodbye", conn->fd,
+             len);
     return tcp_fail(conn, CHORUS_ERR_REMOTE, 0);
 }
 
@@ -340,9 +470,7 @@ static chorus_result_t tcp_post(tcp_conn_t *conn, tcp_queue_t *q, transport_xfer
     xfer->peer_tag = 0;
     xfer->sys_errno = 0;
     if (conn->err != CHORUS_SUCCESS) {
-        xfer->err = conn->err;
-        xfer->sys_errno = conn->sys_errno;
-        xfer->state = XFER_FAILED;
+        xfer_set_failed(xfer, conn->err, conn->sys_errno, conn->said, conn->words);
         return conn->err;
     }
     xfer->state = XFER_PENDING;
@@ -417,9 +545,11 @@ static int tcp_poll_fd(transport_conn_t *base, short *events)
     return conn->fd;
 }
 
-static void tcp_abandon(transport_conn_t *base)
+static void tcp_abandon(transport_conn_t *base, const uint8_t *farewell)
 {
     tcp_conn_t *conn = (tcp_conn_t *)base;
+    if (farewell && conn->err == CHORUS_SUCCESS && !conn->abandoned)
+        tcp_send_last_word(conn, TRANSPORT_TAG_FAREWELL, farewell);
     conn->tx.q.head = conn->tx.q.tail = NULL;
     conn->rx.q.head = conn->rx.q.tail = NULL;
     conn->abandoned = 1;
