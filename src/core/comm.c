@@ -27,9 +27,16 @@
 /* Detail of the last failed init on this thread: there is no communicator to hold it. */
 static __thread char comm_init_error[COMM_ERROR_BYTES];
 
+/* Detail of a failed call that may run beside the communicator's operations (comm_side_error): shown by
+ * chorus_comm_last_error to the thread that made it, until that thread's next call on the communicator. */
+static __thread uint64_t comm_side_serial; /* the communicator's serial; 0: none */
+static __thread char comm_side_text[COMM_ERROR_BYTES];
+static _Atomic uint64_t comm_serials;
+
 chorus_result_t comm_error(chorus_comm_t comm, chorus_result_t res, const char *fmt, ...)
 {
     char *buf = comm ? comm->last_error : comm_init_error;
+    comm_side_serial = 0;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(buf, COMM_ERROR_BYTES, fmt, ap);
@@ -37,7 +44,21 @@ chorus_result_t comm_error(chorus_comm_t comm, chorus_result_t res, const char *
     return res;
 }
 
-const char *chorus_comm_last_error(chorus_comm_t comm) { return comm ? comm->last_error : comm_init_error; }
+chorus_result_t comm_side_error(chorus_comm_t comm, chorus_result_t res, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(comm_side_text, sizeof(comm_side_text), fmt, ap);
+    va_end(ap);
+    comm_side_serial = comm->serial;
+    return res;
+}
+
+const char *chorus_comm_last_error(chorus_comm_t comm)
+{
+    if (!comm) return comm_init_error;
+    return comm_side_serial == comm->serial ? comm_side_text : comm->last_error;
+}
 
 int chorus_version(void) { return CHORUS_VERSION_CODE; }
 
@@ -435,6 +456,7 @@ static chorus_result_t comm_init(chorus_comm_t *comm_p, int nranks, const chorus
     chorus_comm_t comm = calloc(1, sizeof(*comm));
     if (!comm) return comm_error(NULL, CHORUS_ERR_NO_MEMORY, "init: out of memory");
     pthread_mutex_init(&comm->fail_lock, NULL);
+    comm->serial = atomic_fetch_add(&comm_serials, 1) + 1;
     comm->rank = rank;
     comm->nranks = nranks;
     comm->engine.wake_fd = -1;
@@ -624,6 +646,7 @@ static int comm_set_sticky(chorus_comm_t comm, chorus_result_t res, const char *
 
 chorus_result_t comm_op_begin(chorus_comm_t comm)
 {
+    comm_side_serial = 0;
     chorus_result_t sticky = atomic_load(&comm->sticky);
     if (sticky != CHORUS_SUCCESS) {
         pthread_mutex_lock(&comm->fail_lock);

@@ -34,6 +34,7 @@ struct chorus_comm {
     void *stage;           /* float32 staging of half-precision reductions */
     size_t stage_bytes;
     char last_error[COMM_ERROR_BYTES];
+    uint64_t serial; /* unique in the process: tells this communicator from a later one at its address */
     /* Failure state, shared with chorus_comm_abort() on other threads. Every call reads sticky without the
      * lock; sticky changes, and sticky_error is written and read, only under fail_lock, so that a thread
      * that sees the error also sees all of its description (comm_set_sticky). */
@@ -57,6 +58,10 @@ chorus_result_t comm_tune_init(chorus_comm_t comm, int ranks_per_host, int partn
 
 /* Record the detail of a failure (printf-style) and return res, for one-line error returns. */
 chorus_result_t comm_error(chorus_comm_t comm, chorus_result_t res, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The same for a call that may run on another thread than the communicator's operations (chorus_comm_dump):
+ * its detail is kept for the calling thread, since last_error belongs to the operation that may be running. */
+chorus_result_t comm_side_error(chorus_comm_t comm, chorus_result_t res, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 #endif

@@ -191,7 +191,8 @@ chorus_result_t chorus_comm_dump(chorus_comm_t comm, const char *path)
     }
     pthread_mutex_unlock(&rec_dump_lock);
     if (err)
-        return comm_error(comm, CHORUS_ERR_SYSTEM, "dump: cannot write %s: %s", path ? path : "stderr", strerror(err));
+        return comm_side_error(comm, CHORUS_ERR_SYSTEM, "dump: cannot write %s: %s", path ? path : "stderr",
+                               strerror(err));
     return CHORUS_SUCCESS;
 }
 

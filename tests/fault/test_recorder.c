@@ -8,11 +8,13 @@
  *                every rank writes its dump into DIR with chorus_comm_dump().
  *   api DIR      eight operations of all kinds with CHORUS_RECORDER_SIZE=5: chorus_comm_dump() writes a
  *                header and the last five; SIGUSR1 (CHORUS_DUMP_ON_SIGNAL=1) writes the same dump into
- *                CHORUS_DUMP_DIR; destroy stops the helper thread and restores SIGUSR1's action.
+ *                CHORUS_DUMP_DIR; destroy stops the helper thread and restores SIGUSR1's action. A dump to an
+ *                unwritable path fails naming it, on this thread and on another, each seeing its own.
  * Each rank prints "rank R: ok" or what went wrong.
  */
 #include <chorus/chorus.h>
 #include <dirent.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,6 +103,14 @@ static int run_diverge(const char *dir, int k)
     return 0;
 }
 
+/* On a thread of its own: a dump that fails, and the error text this thread then sees (arg). */
+static void *dump_elsewhere(void *arg)
+{
+    if (chorus_comm_dump(comm, "/nonexistent/dir/other.txt") == CHORUS_ERR_SYSTEM)
+        snprintf(arg, 256, "%s", chorus_comm_last_error(comm));
+    return NULL;
+}
+
 static int run_api(const char *dir)
 {
     int peer_to = (rank + 1) % nranks, peer_from = (rank + nranks - 1) % nranks;
@@ -119,6 +129,16 @@ static int run_api(const char *dir)
     if (check_dump(path, "api", &lines) != 0 || lines != 1 + 5) return fail("the API dump is not a header and 5 lines");
     if (chorus_comm_dump(comm, "/nonexistent/dir/dump.txt") != CHORUS_ERR_SYSTEM)
         return fail("an unwritable path did not fail");
+    if (!strstr(chorus_comm_last_error(comm), "cannot write /nonexistent/dir/dump.txt"))
+        return fail("the failed dump's error does not name the path");
+    /* A dump failing on another thread keeps its error to that thread: last_error belongs to this one. */
+    pthread_t t;
+    char other[256] = "";
+    if (pthread_create(&t, NULL, dump_elsewhere, other) != 0 || pthread_join(t, NULL) != 0)
+        return fail("no dumping thread");
+    if (!strstr(other, "cannot write /nonexistent/dir/other.txt"))
+        return fail("the other thread did not see its own dump's error");
+    if (strstr(chorus_comm_last_error(comm), "other.txt")) return fail("another thread's dump error showed here");
     if (chorus_comm_dump(NULL, NULL) != CHORUS_ERR_INVALID_ARGUMENT) return fail("a NULL comm was accepted");
     /* SIGUSR1: the helper thread writes the dump into CHORUS_DUMP_DIR; poll for it, bounded. */
     char auto_dump[512];
@@ -126,9 +146,9 @@ static int run_api(const char *dir)
     raise(SIGUSR1);
     for (int i = 0; i < 200 && access(auto_dump, F_OK) != 0; i++) usleep(10000);
     if (check_dump(auto_dump, "signal", &lines) != 0 || lines != 1 + 5) return fail("no SIGUSR1 dump");
-    return chorus_allreduce(buf, buf, COUNT, chorus_float32, chorus_sum, comm, NULL) != CHORUS_SUCCESS
-               ? fail("an allreduce after the dumps failed")
-               : 0;
+    if (chorus_allreduce(buf, buf, COUNT, chorus_float32, chorus_sum, comm, NULL) != CHORUS_SUCCESS)
+        return fail("an allreduce after the dumps failed");
+    return strstr(chorus_comm_last_error(comm), "cannot write") ? fail("the dump's error outlived the next call") : 0;
 }
 
 int main(int argc, char **argv)
