@@ -114,9 +114,34 @@ static chorus_result_t prims_describe_mismatch(prims_t *p, int peer, const prims
     return CHORUS_ERR_MISMATCH;
 }
 
+/* What of this rank's to compare a peer's fingerprint with: `mine`, or, for a collective message of an
+ * earlier call arriving now, this rank's own call of that number. A rank that received nothing from that
+ * peer in that call (a Broadcast root that differs) reads the message only in a later call; compared with
+ * the call it belongs to, it shows what differed then (the root) rather than only the call number. */
+static const prims_fingerprint_t *prims_my_call(const prims_t *p, const prims_fingerprint_t *theirs)
+{
+    if (theirs->coll == COLL_COUNT) return p->fp.coll == COLL_COUNT && p->fp.seq == theirs->seq ? &p->fp : NULL;
+    const prims_fingerprint_t *past = &p->fp_past[theirs->seq % PRIMS_FP_HISTORY];
+    return past->seq == theirs->seq && past->coll != COLL_COUNT && past->seq <= p->fp.seq ? past : NULL;
+}
+
+static const prims_fingerprint_t *prims_comparable(const prims_t *p, const prims_fingerprint_t *mine,
+                                                   const prims_fingerprint_t *theirs)
+{
+    const prims_fingerprint_t *m = theirs->seq < mine->seq ? prims_my_call(p, theirs) : NULL;
+    return m && memcmp(m, theirs, sizeof(*m)) != 0 ? m : mine;
+}
+
+static int prims_agrees(const prims_t *p, const prims_fingerprint_t *theirs)
+{
+    const prims_fingerprint_t *m = prims_my_call(p, theirs);
+    return m && memcmp(m, theirs, sizeof(*m)) == 0;
+}
+
 chorus_result_t prims_fail_mismatch(prims_t *p, int peer, const prims_fingerprint_t *mine,
                                     const prims_fingerprint_t *theirs)
 {
+    mine = prims_comparable(p, mine, theirs);
     prims_blame(p, CHORUS_ERR_MISMATCH, peer, p->rank);
     p->why.finder_fp = *mine;
     p->why.culprit_fp = *theirs;
@@ -141,12 +166,11 @@ static chorus_result_t prims_fail_farewell(prims_t *p, int peer, const uint8_t *
         /* Name the one of the two that called differently from this rank. */
         int other = w.culprit;
         const prims_fingerprint_t *theirs = &w.culprit_fp;
-        if (w.culprit == p->rank || (memcmp(&p->fp, &w.finder_fp, sizeof(p->fp)) != 0 &&
-                                     memcmp(&p->fp, &w.culprit_fp, sizeof(p->fp)) == 0)) {
+        if (w.culprit == p->rank || (!prims_agrees(p, &w.finder_fp) && prims_agrees(p, &w.culprit_fp))) {
             other = w.finder;
             theirs = &w.finder_fp;
         }
-        return prims_describe_mismatch(p, other, &p->fp, theirs, w.finder);
+        return prims_describe_mismatch(p, other, prims_comparable(p, &p->fp, theirs), theirs, w.finder);
     }
     char who[96] = "it";
     if (w.finder != peer) snprintf(who, sizeof(who), "rank %d (%s)", w.finder, prims_host(p, w.finder));

@@ -10,6 +10,8 @@
 #include "transport/shm/arena.h"
 
 #define PRIMS_HOST_BYTES 64
+/* Collective fingerprints kept for error messages (prims_fail_mismatch). */
+#define PRIMS_FP_HISTORY 8
 
 /* What every rank must agree an operation is; published with each direct phase and compared. */
 typedef struct prims_fingerprint {
@@ -48,6 +50,8 @@ struct prims {
     const char *op_name;
     uint64_t op_seq;
     prims_fingerprint_t fp;
+    /* The last collectives' fingerprints, collective #s at s % PRIMS_FP_HISTORY (set by the core). */
+    prims_fingerprint_t fp_past[PRIMS_FP_HISTORY];
     /* Read by flight-recorder dumps on other threads while the operation runs: set only through
      * prims_set_step and prims_set_waiting_on. */
     int step; /* exchanges so far in this operation, for error messages */

@@ -160,6 +160,7 @@ static chorus_result_t coll_run(chorus_comm_t comm, const coll_args_t *a, size_t
     recorder_begin(&comm->rec, start, a->coll, comm->coll_seq, a->count, a->dtype, a->op, a->root);
     comm->prims.fp = (prims_fingerprint_t){.coll = a->coll, .dtype = a->dtype, .op = a->op, .root = a->root,
                                            .count = a->count, .seq = comm->coll_seq};
+    comm->prims.fp_past[comm->coll_seq % PRIMS_FP_HISTORY] = comm->prims.fp;
     chorus_result_t res = CHORUS_SUCCESS;
     if (comm->nranks == 1)
         coll_local(a, elem);

@@ -3,8 +3,10 @@
  * op, coll, root), or swaps the third and fourth calls (order).
  *   strict (the direct algorithms, where every rank sees every fingerprint): every rank fails the third or
  *     fourth call with CHORUS_ERR_MISMATCH naming the field that differs and a rank that disagrees.
- *   otherwise (message-passing algorithms): a rank that fails, fails with MISMATCH naming a field and a
- *     rank: a rank that received from the odd rank finds it itself; a rank that only sent to it learns it
+ *   otherwise (message-passing algorithms): a rank that fails, fails with MISMATCH naming the field that
+ *     differs and a rank: a rank that received from the odd rank finds it itself (a message of an
+ *     earlier call compared with this rank's own call of that number: a root that differs is named as
+ *     the root, not as a call number); a rank that only sent to it learns it
  *     from the receiver's notice, and a rank waiting on a rank that gave up from that rank's farewell
  *     (never REMOTE or TIMEOUT). It fails the third or fourth call, or, having only sent, a later one;
  *     or it finishes every call (its own data is right: what it received came from ranks that agree
@@ -106,7 +108,7 @@ int main(int argc, char **argv)
     const char *err = chorus_comm_last_error(comm);
     char culprit[32];
     snprintf(culprit, sizeof(culprit), "rank %d (", rank == 1 ? 0 : 1);
-    int named = r == CHORUS_ERR_MISMATCH && strstr(err, strict ? field : ": here ") &&
+    int named = r == CHORUS_ERR_MISMATCH && strstr(err, field) &&
                 (rank == 1 ? strstr(err, "rank ") != NULL : strstr(err, culprit) != NULL);
     int failed_as_expected = (i == 2 || i == 3 || (rank != 1 && i > 3)) && named;
     int ok = strict ? (i == 2 || i == 3) && named : r == CHORUS_SUCCESS ? rank != 1 : failed_as_expected;
@@ -114,7 +116,7 @@ int main(int argc, char **argv)
         printf("rank %d: ok (call %d: %s%s%s)\n", rank, i, chorus_result_name(r), r ? ": " : "", r ? err : "");
     else
         printf("rank %d: FAIL: call %d returned %s: %s (expected MISMATCH naming \"%s\" and %s)\n", rank, i,
-               chorus_result_name(r), err, strict ? field : ": here ", rank == 1 ? "another rank" : culprit);
+               chorus_result_name(r), err, field, rank == 1 ? "another rank" : culprit);
     printf("rank %d: %s the field\n", rank, named ? "named" : "did not name");
     fflush(stdout);
     wait_for_all();
