@@ -308,11 +308,14 @@ static chorus_result_t exch_step(void *arg, progress_status_t *status)
 
 chorus_result_t prims_fail_conn(prims_t *p, chorus_result_t res, int failed)
 {
-    /* A transfer posted on the failed connection fails at once with what the connection knows: a peer
-     * that found a mismatch said what it was. */
+    /* A transfer posted on the failed connection fails at once with what the connection knows: the peer
+     * may have said why (its notice or farewell). Only a connection that reports its failure is probed: a
+     * healthy one would keep the probe. */
     transport_xfer_t probe = {0};
     transport_conn_t *c = p->conns ? p->conns[failed] : NULL;
-    if (c && c->ops->post_recv(c, &probe) != CHORUS_SUCCESS && (probe.peer_found || probe.peer_farewell))
+    int moved;
+    if (c && c->ops->progress(c, &moved) != CHORUS_SUCCESS && c->ops->post_recv(c, &probe) != CHORUS_SUCCESS &&
+        (probe.peer_found || probe.peer_farewell))
         return prims_fail_xfer(p, failed, &probe, 0);
     prims_blame(p, res, failed, p->rank);
     snprintf(p->err, p->errlen, "%s #%llu step %d: connection to rank %d (%s) failed: the peer exited, crashed or "
