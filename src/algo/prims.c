@@ -327,6 +327,13 @@ chorus_result_t prims_fail_conn(prims_t *p, chorus_result_t res, int failed)
 
 chorus_result_t prims_fail_wait(prims_t *p, chorus_result_t res, int peer, const char *awaited)
 {
+    /* Ranks that began together reach their deadlines together: the peer waited on may itself have just
+     * timed out on another rank and said so. One last look at its connection finds that farewell, and
+     * the rank really stuck is named instead of the neighbour. */
+    transport_conn_t *c = res == CHORUS_ERR_TIMEOUT && p->conns && peer >= 0 ? p->conns[peer] : NULL;
+    int moved;
+    chorus_result_t conn_res = c ? c->ops->progress(c, &moved) : CHORUS_SUCCESS;
+    if (conn_res != CHORUS_SUCCESS) return prims_fail_conn(p, conn_res, peer);
     prims_blame(p, res, res == CHORUS_ERR_TIMEOUT ? peer : -1, p->rank);
     if (res == CHORUS_ERR_TIMEOUT)
         snprintf(p->err, p->errlen, "%s #%llu step %d: timed out waiting for rank %d (%s) to %s; it may be stuck, or "

@@ -213,14 +213,26 @@ static chorus_result_t tcp_send_once(tcp_conn_t *conn, size_t *budget, int *move
 }
 
 /* Send this side's last word (transport.h), unless this side is in the middle of sending a message, where
- * a frame cannot go, or the socket has no room for it now. */
+ * a frame cannot go, or the socket has no room for it now. A frame the socket took only part of is
+ * finished within a short bound, so that the peer does not find half a frame (and wait for the rest). */
 static void tcp_send_last_word(tcp_conn_t *conn, uint32_t tag, const uint8_t *payload)
 {
     if (conn->tx.q.head && conn->tx.head_hdr_done > 0) return;
     unsigned char frame[TCP_HDR_BYTES + TRANSPORT_NOTICE_BYTES];
     tcp_hdr_encode(frame, &(transport_xfer_t){.len = TRANSPORT_NOTICE_BYTES, .tag = tag});
     memcpy(frame + TCP_HDR_BYTES, payload, TRANSPORT_NOTICE_BYTES);
-    (void)SYSCALL_RETRY(send(conn->fd, frame, sizeof(frame), MSG_DONTWAIT | MSG_NOSIGNAL));
+    size_t sent = 0;
+    int64_t deadline = time_deadline_ms(200);
+    while (sent < sizeof(frame)) {
+        ssize_t n = SYSCALL_RETRY(send(conn->fd, frame + sent, sizeof(frame) - sent, MSG_DONTWAIT | MSG_NOSIGNAL));
+        if (n > 0) {
+            sent += (size_t)n;
+            continue;
+        }
+        if (sent == 0 || !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) || time_now_ns() >= deadline) return;
+        struct pollfd pfd = {.fd = conn->fd, .events = POLLOUT};
+        (void)SYSCALL_RETRY(poll(&pfd, 1, 10));
+    }
 }
 
 /* The tag of a frame header that is a last word (with the right magic), else 0. */
