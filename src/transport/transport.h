@@ -49,8 +49,8 @@ static inline int transport_frame_is_goodbye(uint64_t len, uint32_t tag, const u
 
 /*
  * A side's last word: a message of TRANSPORT_NOTICE_BYTES with zero check bytes and one of two tags, sent
- * only where the stream is between messages and the bytes fit without waiting (best effort: without it
- * the peer sees only the connection's end, or nothing). A receiver that meets it where it expected a
+ * only where the stream is between messages and the socket or ring takes it now, whole (best effort:
+ * without it the peer sees only the connection's end, or nothing). A receiver that meets it where it expected a
  * message, or behind the peer's close, fails the connection with it (see peer_found and peer_farewell).
  *  - TRANSPORT_TAG_NOTICE: sent by a receiver that found a mismatch, right before it shuts the connection
  *    down, so that a peer that only sends learns what differed, not only that the connection ended. Its

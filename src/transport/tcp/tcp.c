@@ -80,6 +80,17 @@ static void tcp_hdr_encode(unsigned char *hdr, const transport_xfer_t *xfer)
     memcpy(hdr + 16, xfer->check, TRANSPORT_CHECK_BYTES);
 }
 
+/* The numbers of a frame header, in host order. */
+static void tcp_hdr_decode(const unsigned char *hdr, uint64_t *len, uint32_t *tag, uint32_t *magic)
+{
+    memcpy(len, hdr, 8);
+    memcpy(tag, hdr + 8, 4);
+    memcpy(magic, hdr + 12, 4);
+    *len = le64toh(*len);
+    *tag = le32toh(*tag);
+    *magic = le32toh(*magic);
+}
+
 static void tcp_queue_pop_done(tcp_queue_t *q)
 {
     q->head_hdr_done = 0;
@@ -240,10 +251,8 @@ static uint32_t tcp_hdr_last_word(const unsigned char *hdr)
 {
     uint64_t len;
     uint32_t tag, magic;
-    memcpy(&len, hdr, 8);
-    memcpy(&tag, hdr + 8, 4);
-    memcpy(&magic, hdr + 12, 4);
-    return le32toh(magic) == TCP_FRAME_MAGIC ? transport_frame_last_word(le64toh(len), le32toh(tag), hdr + 16) : 0;
+    tcp_hdr_decode(hdr, &len, &tag, &magic);
+    return magic == TCP_FRAME_MAGIC ? transport_frame_last_word(len, tag, hdr + 16) : 0;
 }
 
 /* The peer's last word (tag `said`) arrived where a posted receive's header was expected, `avail` bytes
@@ -283,12 +292,7 @@ static chorus_result_t tcp_check_hdr(tcp_conn_t *conn, transport_xfer_t *xfer, c
 {
     uint64_t len;
     uint32_t tag, magic;
-    memcpy(&len, hdr, 8);
-    memcpy(&tag, hdr + 8, 4);
-    memcpy(&magic, hdr + 12, 4);
-    len = le64toh(len);
-    tag = le32toh(tag);
-    magic = le32toh(magic);
+    tcp_hdr_decode(hdr, &len, &tag, &magic);
     if (magic == TCP_FRAME_MAGIC && len == (uint64_t)xfer->len && tag == xfer->tag &&
         memcmp(hdr + 16, xfer->check, TRANSPORT_CHECK_BYTES) == 0)
         return CHORUS_SUCCESS;
@@ -385,13 +389,10 @@ static int tcp_stream_scan(const unsigned char *buf, size_t len, uint32_t *said,
     while (len - at >= TCP_HDR_BYTES) {
         uint64_t body;
         uint32_t tag, magic;
-        memcpy(&body, buf + at, 8);
-        memcpy(&tag, buf + at + 8, 4);
-        memcpy(&magic, buf + at + 12, 4);
-        if (le32toh(magic) != TCP_FRAME_MAGIC) return 0;
-        body = le64toh(body);
-        goodbye = transport_frame_is_goodbye(body, le32toh(tag), buf + at + 16);
-        uint32_t last = transport_frame_last_word(body, le32toh(tag), buf + at + 16);
+        tcp_hdr_decode(buf + at, &body, &tag, &magic);
+        if (magic != TCP_FRAME_MAGIC) return 0;
+        goodbye = transport_frame_is_goodbye(body, tag, buf + at + 16);
+        uint32_t last = transport_frame_last_word(body, tag, buf + at + 16);
         at += TCP_HDR_BYTES;
         if (body > len - at) return 0;
         if (last && !*said) {
