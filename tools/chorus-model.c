@@ -165,6 +165,7 @@ int main(int argc, char **argv)
         if (copy) tp.beta_copy[r] = parse_value_or_die("--copy", copy);
     }
     tc.caps = (algo_caps_t){.nranks = tc.nranks, .direct = arena, .single_copy = arena};
+    tune_comm_set_cores(&tc, tc.cores);
 
     size_t count;
     const algo_desc_t *table = algo_registry(&count);

@@ -97,6 +97,10 @@ typedef struct algo_caps {
     int nranks;
     int direct;      /* direct access inside the host */
     int single_copy; /* single-copy reads inside the host */
+    /* Ranks outnumber the cores of the busiest host (the same on every rank: rank 0's core count). A
+     * rank that waits is then often not running when its data arrives, and algorithms whose steps each
+     * depend on one neighbour (a ring) stall where all-pairs exchanges find work from any peer. */
+    int oversubscribed;
 } algo_caps_t;
 
 /* CHORUS_ALGO, parsed once per communicator: the registry entries calls may use (bit i: entry i). */

@@ -35,13 +35,13 @@ chorus_result_t comm_tune_init(chorus_comm_t comm, int ranks_per_host, int partn
     prims_t *p = &comm->prims;
     ts->comm = (tune_comm_t){.nranks = comm->nranks,
                              .ranks_per_host = ranks_per_host,
-                             .cores = cores,
                              .net = comm->nhosts > 1 || comm->ntcp > 0 ? TUNE_LINK_TCP : TUNE_LINK_SHM,
                              .caps = {.nranks = comm->nranks,
                                       .direct = prims_direct_bytes(p) > 0,
                                       .single_copy = prims_direct_single_copy(p)},
                              .chunk = (double)comm->params.chunk_size,
                              .slot = (double)prims_direct_bytes(p)};
+    tune_comm_set_cores(&ts->comm, cores);
     /* Rank 0 reads the tuning file, and its parameters, rules and mode hold for all. */
     tune_params_builtin(&ts->file.params);
     comm->last_error[0] = 0;
@@ -60,7 +60,7 @@ chorus_result_t comm_tune_init(chorus_comm_t comm, int ranks_per_host, int partn
              tp->alpha[TUNE_LINK_ARENA] * 1e6, tp->beta[TUNE_LINK_SHM][0] / 1e9, tp->beta[TUNE_LINK_SHM][1] / 1e9,
              tp->beta[TUNE_LINK_TCP][0] / 1e9, tp->beta[TUNE_LINK_TCP][1] / 1e9, tp->beta_copy[0] / 1e9,
              tp->beta_copy[1] / 1e9, tp->gamma[0] * 1e9, tp->gamma[1] * 1e9, tp->cache_bytes / 1048576,
-             ranks_per_host, cores, ts->file.nrules,
+             ranks_per_host, ts->comm.cores, ts->file.nrules,
              ts->mode == TUNE_MODE_RULES ? "forced > file rules > built-in rules > model" : "forced > file rules > model");
     return CHORUS_SUCCESS;
 }

@@ -171,6 +171,7 @@ chorus_result_t tune_measure(prims_t *p, tune_state_t *ts, int thorough)
 typedef struct tune_shared {
     tune_file_t file;
     int32_t mode;
+    int32_t cores; /* rank 0's: ranks with other affinity masks still choose alike */
     char error[256]; /* rank 0's trouble with the tuning file, or empty */
 } tune_shared_t;
 
@@ -184,6 +185,7 @@ chorus_result_t tune_setup(prims_t *p, tune_state_t *ts, int calibrate, char *er
     if (me == 0) {
         shared->file = ts->file;
         shared->mode = (int32_t)ts->mode;
+        shared->cores = ts->comm.cores;
         snprintf(shared->error, sizeof(shared->error), "%s", err);
     }
     coll_args_t share = {.coll = COLL_BROADCAST, .sendbuf = shared, .recvbuf = shared, .count = sizeof(*shared),
@@ -195,6 +197,7 @@ chorus_result_t tune_setup(prims_t *p, tune_state_t *ts, int calibrate, char *er
     } else if (res == CHORUS_SUCCESS) {
         ts->file = shared->file;
         ts->mode = (tune_mode_t)shared->mode;
+        tune_comm_set_cores(&ts->comm, shared->cores);
     }
     free(shared);
     return res;

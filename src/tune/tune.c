@@ -59,6 +59,12 @@ double tune_predict(const tune_params_t *tp, const tune_comm_t *tc, const algo_d
     return tune_share(tc) * t;
 }
 
+void tune_comm_set_cores(tune_comm_t *tc, int cores)
+{
+    tc->cores = cores;
+    tc->caps.oversubscribed = cores > 0 && tc->ranks_per_host > cores;
+}
+
 double tune_share(const tune_comm_t *tc)
 {
     return tc->cores > 0 && tc->ranks_per_host > tc->cores ? (double)tc->ranks_per_host / tc->cores : 1;

@@ -38,13 +38,15 @@ typedef struct tune_params {
 typedef struct tune_comm {
     int nranks;
     int ranks_per_host; /* on the busiest host */
-    int cores;          /* of this host */
+    int cores;          /* of rank 0's host (tune_comm_set_cores) */
     tune_link_t net;    /* what the pair connections' slowest hop is: SHM on one host, TCP across hosts */
     algo_caps_t caps;
     double chunk, slot;
 } tune_comm_t;
 
 const char *tune_link_name(tune_link_t link);
+/* Sets the cores of the busiest host's share and the oversubscribed capability the rules read. */
+void tune_comm_set_cores(tune_comm_t *tc, int cores);
 /* s: the factor ranks that outnumber their host's cores pay (1 when they do not). */
 double tune_share(const tune_comm_t *tc);
 /* How much of a call moving n bytes runs at memory speed (0: all in cache, 1: all in memory). */

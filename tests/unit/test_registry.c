@@ -7,18 +7,26 @@
 #include "tune/tune.h"
 #include "test.h"
 
-/* Selection as a communicator makes it with CHORUS_TUNING=rules and no tuning file. */
-static const char *pick_caps(const algo_config_t *cfg, coll_kind_t coll, size_t count, int nranks, int direct)
+/* Selection as a communicator makes it with CHORUS_TUNING=rules and no tuning file, with as many cores
+ * as ranks unless `cores` says otherwise. */
+static const char *pick_on(const algo_config_t *cfg, coll_kind_t coll, size_t count, int nranks, int direct,
+                           int cores)
 {
     coll_args_t a = {coll, NULL, NULL, count, chorus_uint8, chorus_sum, 0};
     static tune_state_t ts;
     memset(&ts, 0, sizeof(ts));
     ts.mode = TUNE_MODE_RULES;
     tune_params_builtin(&ts.file.params);
-    ts.comm = (tune_comm_t){.nranks = nranks, .ranks_per_host = nranks, .cores = nranks, .net = TUNE_LINK_TCP,
+    ts.comm = (tune_comm_t){.nranks = nranks, .ranks_per_host = nranks, .net = TUNE_LINK_TCP,
                             .caps = {.nranks = nranks, .direct = direct}, .chunk = 256 << 10, .slot = 256 << 10};
+    tune_comm_set_cores(&ts.comm, cores);
     const algo_desc_t *d = tune_select(&ts, &a, cfg);
     return d ? d->name : "(none)";
+}
+
+static const char *pick_caps(const algo_config_t *cfg, coll_kind_t coll, size_t count, int nranks, int direct)
+{
+    return pick_on(cfg, coll, count, nranks, direct, nranks);
 }
 
 /* Across hosts: no direct access. */
@@ -40,6 +48,12 @@ static void check_defaults(void)
     TEST_ASSERT(parse(NULL, &cfg, err) && parse("", &cfg, err), "empty settings: %s", err);
     TEST_ASSERT(strcmp(pick(&cfg, COLL_ALLREDUCE, 1000, 8), "rhd") == 0, "small allreduce");
     TEST_ASSERT(strcmp(pick(&cfg, COLL_ALLREDUCE, 1 << 24, 8), "ring") == 0, "large allreduce");
+    /* Ranks that outnumber the cores take the mesh for large AllReduce over connections, the ring
+     * below 1 MiB; on one host with direct access the arena algorithms still come first. */
+    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 1 << 24, 8, 0, 2), "mesh") == 0, "oversubscribed, large");
+    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 512 << 10, 8, 0, 2), "ring") == 0, "oversubscribed, 512 KiB");
+    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 1 << 24, 8, 1, 2), "twoshot") == 0, "oversubscribed, one host");
+    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 1 << 24, 2, 0, 0), "ring") == 0, "cores unknown: no sharing");
     /* Per-rank counts are scaled by nranks: 8 x 16K is large. */
     TEST_ASSERT(strcmp(pick(&cfg, COLL_ALLGATHER, 16 << 10, 8), "ring") == 0, "allgather sized as the whole buffer");
     TEST_ASSERT(strcmp(pick(&cfg, COLL_BARRIER, 0, 8), "dissemination") == 0, "barrier");
