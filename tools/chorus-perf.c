@@ -136,6 +136,18 @@ static int algo_names(const perf_opts_t *o, const char **names, int max)
     return k;
 }
 
+/* Whether the communicator can run the named algorithm of -a all (one it cannot would fall back to
+ * another, and its block would measure that one under the wrong name). */
+static int algo_runs_here(const perf_opts_t *o, const char *name, chorus_comm_t comm)
+{
+    size_t n;
+    const algo_desc_t *t = algo_registry(&n);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(coll_name(t[i].coll), perf_coll_name(o->coll)) == 0 && strcmp(t[i].name, name) == 0)
+            return algo_supported(&t[i], comm_algo_caps(comm));
+    return 1;
+}
+
 /* CHORUS_ALGO is read when a communicator is made, so each algorithm gets its own. */
 static void force_algo(perf_coll_t coll, const char *name)
 {
@@ -223,6 +235,12 @@ int main(int argc, char **argv)
                 rc = 1;
                 break;
             }
+        }
+        if (names[i] && nnames > 1 && !algo_runs_here(&opts, names[i], x.comm)) {
+            if (x.rank == 0)
+                printf("# %s algorithm %s: skipped, it needs direct access (every rank on one host, with shared "
+                       "memory)\n#\n", perf_coll_name(opts.coll), names[i]);
+            continue;
         }
         if (names[i] && x.rank == 0) printf("# %s algorithm %s\n", perf_coll_name(opts.coll), names[i]);
         rc = run(&opts, &x);

@@ -728,6 +728,8 @@ void comm_describe(chorus_comm_t comm, char *buf, size_t len)
     snprintf(buf, len, "hosts %d, transport %s", comm->nhosts, t);
 }
 
+const algo_caps_t *comm_algo_caps(chorus_comm_t comm) { return &comm->tune.comm.caps; }
+
 chorus_result_t chorus_get_unique_id(chorus_unique_id_t *id_p)
 {
     comm_init_error[0] = 0;

@@ -11,6 +11,9 @@
 /* Writes e.g. "hosts 2, transport tcp" into buf. */
 void comm_describe(chorus_comm_t comm, char *buf, size_t len);
 
+/* What the communicator offers algorithms (algo_supported: which of them it can run). */
+const algo_caps_t *comm_algo_caps(chorus_comm_t comm);
+
 /* The algorithm a call would run and the model's predicted seconds for it (*seconds_p; NaN when the
  * collective has none, e.g. send/recv). A coll_args_t's fields, without buffers. */
 const char *comm_model_predict(chorus_comm_t comm, int coll, size_t count, chorus_datatype_t dtype, chorus_redop_t op,
