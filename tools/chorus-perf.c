@@ -229,18 +229,20 @@ int main(int argc, char **argv)
     chorus_comm_rank(x.comm, &x.rank);
     chorus_comm_size(x.comm, &x.nranks);
     for (int i = 0; rc == 0 && i < nnames; i++) {
+        /* The communicator of another algorithm tells (the layout is the same); skipping before making
+         * a new one keeps the next one's set-up broadcast off an algorithm this one cannot run. */
+        if (names[i] && nnames > 1 && !algo_runs_here(&opts, names[i], x.comm)) {
+            if (x.rank == 0)
+                printf("# %s algorithm %s: skipped, it needs direct access (every rank on one host, with shared "
+                       "memory)\n#\n", perf_coll_name(opts.coll), names[i]);
+            continue;
+        }
         if (i > 0) {
             force_algo(opts.coll, names[i]);
             if (comm_again(&x) != CHORUS_SUCCESS) {
                 rc = 1;
                 break;
             }
-        }
-        if (names[i] && nnames > 1 && !algo_runs_here(&opts, names[i], x.comm)) {
-            if (x.rank == 0)
-                printf("# %s algorithm %s: skipped, it needs direct access (every rank on one host, with shared "
-                       "memory)\n#\n", perf_coll_name(opts.coll), names[i]);
-            continue;
         }
         if (names[i] && x.rank == 0) printf("# %s algorithm %s\n", perf_coll_name(opts.coll), names[i]);
         rc = run(&opts, &x);
