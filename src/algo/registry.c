@@ -59,9 +59,10 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * docs/algorithms.md), p the number of ranks; a zero bound is no bound. The bounds come from chorus-perf
  * runs on one host (docs/algorithms.md): the direct algorithms win inside a host up to the sizes given;
  * across hosts, latency-bound sizes take the log p algorithms, the rest the bandwidth-optimal ring or
- * pipelined chain, but for AllReduce where ranks outnumber cores: there the mesh, whose exchanges do not
- * wait on one neighbour each, took half the ring's time over TCP at 2 to 16 MiB with 4 and 8 ranks on 2
- * cores, and was level with it at 512 KiB to 1 MiB and from 64 MiB. */
+ * pipelined chain, except where ranks outnumber cores: there the mesh, whose exchanges do not each wait
+ * on one neighbour, took half the ring's time for AllReduce over TCP at 2 to 16 MiB with 4 and 8 ranks
+ * on 2 cores (level at 512 KiB to 1 MiB and from 64 MiB), and 0.6 to 0.85 of it for ReduceScatter and
+ * AllGather at 4 MiB (level at 1 MiB; AllGather's ring was ahead again at 64 MiB on 4 ranks). */
 #define RULE(c, n, ...) {.coll = c, .name = n, __VA_ARGS__}
 static const struct algo_rule {
     coll_kind_t coll;
@@ -80,9 +81,11 @@ static const struct algo_rule {
     RULE(COLL_ALLGATHER, "direct", .min_ranks = 3),
     RULE(COLL_ALLGATHER, "direct", .max_bytes = 1 << 20),
     RULE(COLL_ALLGATHER, "bruck", .max_bytes = 64 << 10),
+    RULE(COLL_ALLGATHER, "mesh", .min_bytes = 2 << 20, .max_bytes = 16 << 20, .oversubscribed = 1),
     RULE(COLL_ALLGATHER, "ring"),
     RULE(COLL_REDUCE_SCATTER, "direct"),
     RULE(COLL_REDUCE_SCATTER, "rhd", .max_bytes = 64 << 10),
+    RULE(COLL_REDUCE_SCATTER, "mesh", .min_bytes = 2 << 20, .oversubscribed = 1),
     RULE(COLL_REDUCE_SCATTER, "ring"),
     RULE(COLL_BROADCAST, "direct", .min_bytes = 256 << 10),
     RULE(COLL_BROADCAST, "binomial", .max_bytes = 64 << 10),

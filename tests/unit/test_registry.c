@@ -54,6 +54,13 @@ static void check_defaults(void)
     TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 512 << 10, 8, 0, 2), "ring") == 0, "oversubscribed, 512 KiB");
     TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 1 << 24, 8, 1, 2), "twoshot") == 0, "oversubscribed, one host");
     TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 1 << 24, 2, 0, 0), "ring") == 0, "cores unknown: no sharing");
+    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_REDUCE_SCATTER, 1 << 21, 4, 0, 2), "mesh") == 0,
+                "reduce_scatter 8 MiB in all, oversubscribed");
+    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_REDUCE_SCATTER, 1 << 18, 4, 0, 2), "ring") == 0,
+                "reduce_scatter 1 MiB in all, oversubscribed");
+    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLGATHER, 1 << 20, 4, 0, 2), "mesh") == 0, "allgather 4 MiB, oversubscribed");
+    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLGATHER, 1 << 24, 4, 0, 2), "ring") == 0, "allgather 64 MiB, oversubscribed");
+    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLGATHER, 1 << 20, 4, 0, 4), "ring") == 0, "allgather 4 MiB, one rank a core");
     /* Per-rank counts are scaled by nranks: 8 x 16K is large. */
     TEST_ASSERT(strcmp(pick(&cfg, COLL_ALLGATHER, 16 << 10, 8), "ring") == 0, "allgather sized as the whole buffer");
     TEST_ASSERT(strcmp(pick(&cfg, COLL_BARRIER, 0, 8), "dissemination") == 0, "barrier");
