@@ -525,6 +525,7 @@ typedef struct tree_lane {
     int peer, send;
     int *msgs, n;
     int posted, done;
+    int64_t since; /* when the lane last moved: a message of it done, or posted while none was pending */
 } tree_lane_t;
 
 /* One tree's progress. */
@@ -674,10 +675,26 @@ static int trees_may_post(const trees_op_t *op, const tree_lane_t *l, const tree
     return op->mode != PRIMS_TREE_ALLREDUCE || op->msgs[r->up_send[m->chunk]].x.state == XFER_DONE;
 }
 
+/* The lane to name when the call waits: of those with messages posted and not done, the one that has
+ * waited longest (a stopped peer stops its lanes first; lanes to other ranks stall only after, waiting
+ * on what those ranks cannot finish without it); with none pending, the first unfinished lane. */
+static int trees_stalled_lane(const trees_op_t *op)
+{
+    int best = -1, first = -1;
+    for (int i = 0; i < op->nlanes; i++) {
+        const tree_lane_t *l = &op->lanes[i];
+        if (l->done == l->n) continue;
+        if (first < 0) first = i;
+        if (l->posted > l->done && (best < 0 || l->since < op->lanes[best].since)) best = i;
+    }
+    return best >= 0 ? best : first >= 0 ? first : 0;
+}
+
 static chorus_result_t trees_step(void *arg, progress_status_t *status)
 {
     trees_op_t *op = arg;
     int moved = 0, done = 1;
+    int64_t now = 0;
     int failed = -1;
     chorus_result_t failed_res = CHORUS_SUCCESS;
     for (int i = 0; i < op->nconns; i++) {
@@ -695,6 +712,7 @@ static chorus_result_t trees_step(void *arg, progress_status_t *status)
             const transport_xfer_t *x = &op->msgs[l->msgs[l->done]].x;
             if (x->state == XFER_FAILED) return prims_fail_xfer(op->p, l->peer, x, l->send);
             if (x->state != XFER_DONE) break;
+            l->since = now ? now : (now = time_now_ns());
         }
     }
     /* As in exch_step: a failed connection with no transfer left to carry the failure. */
@@ -704,15 +722,16 @@ static chorus_result_t trees_step(void *arg, progress_status_t *status)
         tree_lane_t *l = &op->lanes[i];
         transport_conn_t *c = op->p->conns[l->peer];
         while (l->posted < l->n && trees_may_post(op, l, &op->msgs[l->msgs[l->posted]])) {
+            if (l->posted == l->done) l->since = now ? now : (now = time_now_ns());
             transport_xfer_t *x = &op->msgs[l->msgs[l->posted++]].x;
             if ((l->send ? c->ops->post_send(c, x) : c->ops->post_recv(c, x)) != CHORUS_SUCCESS)
                 return prims_fail_xfer(op->p, l->peer, x, l->send);
             moved = 1;
         }
-        if (done && l->done < l->n) prims_set_waiting_on(op->p, l->peer); /* the first unfinished lane, as in errors */
         done &= l->done == l->n;
     }
     *status = done ? PROGRESS_DONE : moved ? PROGRESS_MOVED : PROGRESS_IDLE;
+    if (*status == PROGRESS_IDLE) prims_set_waiting_on(op->p, op->lanes[trees_stalled_lane(op)].peer);
     return CHORUS_SUCCESS;
 }
 
@@ -791,9 +810,8 @@ chorus_result_t prims_trees(prims_t *p, prims_tree_mode_t mode, const prims_tree
     res = progress_run(p->engine, trees_step, &op, p->conns, p->nranks, p->deadline_ns, &failed);
     if (failed >= 0) res = prims_fail_conn(p, res, failed);
     if (res == CHORUS_ERR_TIMEOUT || res == CHORUS_ERR_ABORTED) {
-        int i = 0;
-        while (i < op.nlanes - 1 && op.lanes[i].done == op.lanes[i].n) i++;
-        res = prims_fail_wait(p, res, op.lanes[i].peer, op.lanes[i].send ? "receive" : "send");
+        const tree_lane_t *l = &op.lanes[trees_stalled_lane(&op)];
+        res = prims_fail_wait(p, res, l->peer, l->send ? "receive" : "send");
     }
 out:
     trees_free(&op);
