@@ -263,6 +263,13 @@ static void exch_stream_reduce(exch_t *e, const transport_xfer_t *x)
     e->recv_consumed = upto;
 }
 
+/* A send that failed only because this rank found a mismatch in what arrived on its connection: it knows
+ * nothing of the difference (no fingerprint from the peer), the receive that found it does. */
+static int xfer_failed_behind(const transport_xfer_t *x, int sending)
+{
+    return sending && x->err == CHORUS_ERR_MISMATCH && !x->peer_found;
+}
+
 static chorus_result_t exch_step(void *arg, progress_status_t *status)
 {
     exch_t *e = arg;
@@ -279,9 +286,12 @@ static chorus_result_t exch_step(void *arg, progress_status_t *status)
         moved |= m;
     }
     for (int i = 0; i < e->nsends; i++)
-        if (e->sends[i].state == XFER_FAILED) return prims_fail_xfer(e->p, e->send_peer, &e->sends[i], 1);
+        if (e->sends[i].state == XFER_FAILED && !xfer_failed_behind(&e->sends[i], 1))
+            return prims_fail_xfer(e->p, e->send_peer, &e->sends[i], 1);
     for (int i = e->recvs_handled; i < e->nrecvs; i++)
         if (e->recvs[i].state == XFER_FAILED) return prims_fail_xfer(e->p, e->recv_peer, &e->recvs[i], 0);
+    for (int i = 0; i < e->nsends; i++)
+        if (e->sends[i].state == XFER_FAILED) return prims_fail_xfer(e->p, e->send_peer, &e->sends[i], 1);
     /* A connection can fail with none of its transfers left to fail (a send already done, the peer dead
      * before the next one): that is still this operation's failure, and the only word of it. */
     if (failed >= 0) return prims_fail_conn(e->p, failed_res, failed);
@@ -706,15 +716,21 @@ static chorus_result_t trees_step(void *arg, progress_status_t *status)
         }
         moved |= m;
     }
+    const tree_lane_t *behind = NULL; /* a lane whose send failed behind a mismatch found here */
     for (int i = 0; i < op->nlanes; i++) {
         tree_lane_t *l = &op->lanes[i];
         for (; l->done < l->posted; l->done++) {
             const transport_xfer_t *x = &op->msgs[l->msgs[l->done]].x;
+            if (x->state == XFER_FAILED && xfer_failed_behind(x, l->send)) {
+                if (!behind) behind = l;
+                break;
+            }
             if (x->state == XFER_FAILED) return prims_fail_xfer(op->p, l->peer, x, l->send);
             if (x->state != XFER_DONE) break;
             l->since = now ? now : (now = time_now_ns());
         }
     }
+    if (behind) return prims_fail_xfer(op->p, behind->peer, &op->msgs[behind->msgs[behind->done]].x, 1);
     /* As in exch_step: a failed connection with no transfer left to carry the failure. */
     if (failed >= 0) return prims_fail_conn(op->p, failed_res, failed);
     for (int t = 0; t < op->ntrees; t++) moved |= trees_advance(op, &op->runs[t]);

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Ranks forced to different algorithms for one call (CHORUS_ALGO set differently per rank, a user error):
+# both fail with CHORUS_ERR_MISMATCH naming the message sizes that differ, not fingerprint fields that
+# are the same on both ranks. Usage: algo_differ.sh CHORUSRUN CHORUS_PERF
+set -u
+chorusrun=$1 perf=$2
+out=$(CHORUS_SOCKET_IFNAME=lo CHORUS_TRANSPORT=tcp CHORUS_TIMEOUT=20s timeout 60 "$chorusrun" -n 2 \
+      sh -c 'if [ "$CHORUS_RANK" = 1 ]; then export CHORUS_ALGO=allreduce:mesh; else export CHORUS_ALGO=allreduce:ring; fi
+             exec "$0" "$@"' "$perf" allreduce -b 4M -e 4M -n 1 -w 0 2>&1)
+rc=$?
+echo "$out" | grep 'chorus-perf:'
+fail=0
+[ $rc != 0 ] || { echo "FAIL: the run succeeded"; fail=1; }
+n=$(echo "$out" | grep -c 'chorus-perf: allreduce failed: CHORUS_ERR_MISMATCH: .*sent a message of [0-9]* bytes')
+[ "$n" = 2 ] || { echo "FAIL: $n of 2 ranks name the message sizes"; fail=1; }
+echo "$out" | grep -q 'count: here' && { echo "FAIL: a rank names a fingerprint field the ranks share"; fail=1; }
+exit $fail
