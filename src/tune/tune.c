@@ -67,7 +67,7 @@ void tune_comm_set_cores(tune_comm_t *tc, int cores)
 
 double tune_share(const tune_comm_t *tc)
 {
-    return tc->cores > 0 && tc->ranks_per_host > tc->cores ? (double)tc->ranks_per_host / tc->cores : 1;
+    return tc->caps.oversubscribed ? (double)tc->ranks_per_host / tc->cores : 1;
 }
 
 static int tune_usable(const algo_desc_t *d, size_t i, coll_kind_t coll, const tune_comm_t *tc,

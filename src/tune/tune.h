@@ -47,7 +47,7 @@ typedef struct tune_comm {
 const char *tune_link_name(tune_link_t link);
 /* Sets the cores of the busiest host's share and the oversubscribed capability the rules read. */
 void tune_comm_set_cores(tune_comm_t *tc, int cores);
-/* s: the factor ranks that outnumber their host's cores pay (1 when they do not). */
+/* s: the factor ranks that outnumber their host's cores pay (1 when they do not; tune_comm_set_cores). */
 double tune_share(const tune_comm_t *tc);
 /* How much of a call moving n bytes runs at memory speed (0: all in cache, 1: all in memory). */
 double tune_memory_share(const tune_params_t *tp, const tune_comm_t *tc, double n);
