@@ -12,7 +12,7 @@
  *
  * Cases: connect; small messages both ways; zero-length messages; 16 MiB both ways at once, then 64 MiB one
  * way (timed and printed), a thread driving the peer, the receiver's `done` watched to advance at most a
- * chunk per progress() call over final data; 1000 messages of mixed sizes posted at once and completed in
+ * piece per progress() call over final data; 1000 messages of mixed sizes posted at once and completed in
  * order; tag, length and check-byte mismatch (MISMATCH with peer_len/peer_tag/peer_check, sticky, and the
  * peer told what differed by the notice, while it waits to receive, while it sends, and while idle); a
  * close noticed while idle; messages sent before an orderly close (the goodbye last) still delivered,
@@ -263,12 +263,13 @@ static void conf_test_zero_length(const conformance_factory_t *f)
 }
 
 /* While a large receive runs: done never goes back, buf[0, done) is already final, and the caller sees
- * it advance a chunk at a time at most (conf_drive checks after every progress() call). */
+ * it advance a piece at a time at most (transport_piece_bytes; conf_drive checks after every progress()
+ * call). */
 typedef struct conf_watch {
     conf_set_t set;
     transport_xfer_t *recv;
     uint64_t seed;
-    size_t chunk_bytes;
+    size_t piece_bytes;
     size_t last_done;
     int steps;
     int bad;
@@ -281,7 +282,7 @@ static int conf_watch_cond(void *arg)
     size_t done = w->recv->done;
     if (done != w->last_done) {
         if (done < w->last_done) w->bad++;
-        if (done > w->last_done + w->chunk_bytes) w->leaps++;
+        if (done > w->last_done + w->piece_bytes) w->leaps++;
         for (size_t off = done - CHORUS_MIN(done, (size_t)64); off < done; off++)
             if (((const unsigned char *)w->recv->buf)[off] != conf_byte(w->seed, off)) {
                 w->bad++;
@@ -337,7 +338,8 @@ static void conf_test_large(const conformance_factory_t *f)
         a->ops->post_send(a, &send);
         int64_t t0 = time_now_ns();
         conf_peer_start(&peer, a, &send, 1);
-        conf_watch_t watch = {.set = {&recv, 1}, .recv = &recv, .seed = 1, .chunk_bytes = chunk};
+        conf_watch_t watch = {.set = {&recv, 1}, .recv = &recv, .seed = 1,
+                              .piece_bytes = transport_piece_bytes(chunk, big)};
         TEST_ASSERT(conf_drive(&b, 1, conf_watch_cond, &watch), "64 MiB receive timed out");
         TEST_ASSERT(conf_peer_join(&peer), "64 MiB send timed out");
         gbps[run] = (double)big / (double)(time_now_ns() - t0);
@@ -346,12 +348,34 @@ static void conf_test_large(const conformance_factory_t *f)
         CONF_EXPECT_DONE(recv);
         TEST_ASSERT(watch.bad == 0, "%d progress steps showed done going back or unfinished data below done",
                     watch.bad);
-        TEST_ASSERT(watch.leaps == 0, "%d progress calls moved more than a chunk", watch.leaps);
+        TEST_ASSERT(watch.leaps == 0, "%d progress calls moved more than a piece", watch.leaps);
         size_t bad = conf_check(b_in, big, 1);
         TEST_ASSERT(bad == SIZE_MAX, "64 MiB message differs at byte %zu", bad);
     }
     printf("%s: 64 MiB one way: %.2f GB/s with fresh buffers, %.2f GB/s reused; receiver saw %d steps\n",
            f->name, gbps[0], gbps[1], steps);
+
+    /* A message of four chunks, all of it waiting for the receiver (as much as the transport holds): an
+     * eighth is less than a chunk, so the receiver must still see it land a chunk at a time. */
+    {
+        const size_t small = 4 * chunk;
+        memset(b_in, 0xee, small);
+        transport_xfer_t send = conf_xfer(a_out, small, 0xabce), recv = conf_xfer(b_in, small, 0xabce);
+        b->ops->post_recv(b, &recv);
+        a->ops->post_send(a, &send);
+        conf_peer_start(&peer, a, &send, 1);
+        usleep(20000);
+        conf_watch_t watch = {.set = {&recv, 1}, .recv = &recv, .seed = 1,
+                              .piece_bytes = transport_piece_bytes(chunk, small)};
+        TEST_ASSERT(watch.piece_bytes == chunk, "a piece of %zu bytes is %zu bytes, not a chunk", small,
+                    watch.piece_bytes);
+        TEST_ASSERT(conf_drive(&b, 1, conf_watch_cond, &watch), "1 MiB receive timed out");
+        TEST_ASSERT(conf_peer_join(&peer), "1 MiB send timed out");
+        CONF_EXPECT_DONE(recv);
+        TEST_ASSERT(watch.bad == 0 && watch.leaps == 0 && watch.steps >= 4,
+                    "1 MiB receive: %d bad steps, %d calls moved more than a chunk, %d steps", watch.bad,
+                    watch.leaps, watch.steps);
+    }
 out:
     free(a_out);
     free(b_in);

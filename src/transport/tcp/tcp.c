@@ -5,10 +5,10 @@
  * little-endian) followed by len payload bytes. Payload goes straight between the socket and the caller's buffer (no staging
  * copy); headers live in small arrays inside the connection.
  *
- * progress() moves at most chunk_bytes of payload per direction, so a receiver's `done` advances chunk by
- * chunk and the layer above can reduce chunk k while chunk k+1 is still on the wire. Within that budget
- * one sendmsg/recvmsg covers the headers and payloads of up to TCP_BATCH queued messages, so a burst of
- * small messages costs one system call, not two per message.
+ * progress() moves a bounded amount of payload per direction (tcp_progress), so a receiver's `done`
+ * advances piece by piece and the layer above can reduce piece k while piece k+1 is still on the wire.
+ * Within that budget one sendmsg/recvmsg covers the headers and payloads of up to TCP_BATCH queued
+ * messages, so a burst of small messages costs one system call, not two per message.
  *
  * A peer's close behind bytes nobody has asked for yet is seen with POLLRDHUP and judged by those bytes:
  * an orderly close leaves the goodbye frame last (TRANSPORT_TAG_GOODBYE), a crash does not and fails the
@@ -522,9 +522,12 @@ static chorus_result_t tcp_progress(transport_conn_t *base, int *moved)
     *moved = 0;
     if (conn->err != CHORUS_SUCCESS) return conn->err;
     if (conn->abandoned) return tcp_discard(conn);
-    /* At most one chunk of payload per direction and call: with a fast sender the socket never runs dry,
-     * and the caller must get each chunk as it lands (to reduce it while the next is on the wire). */
-    size_t send_budget = conn->chunk_bytes, recv_budget = conn->chunk_bytes;
+    /* A bounded payload per direction and call (transport_piece_bytes): with a fast sender the socket
+     * never runs dry, and the caller must get each piece as it lands (to reduce it while the next is on
+     * the wire). Sends take one chunk, so that the receive side gets its turn; receives are sized by the
+     * message at the head of the queue. */
+    size_t send_budget = transport_piece_bytes(conn->chunk_bytes, 0);
+    size_t recv_budget = transport_piece_bytes(conn->chunk_bytes, conn->rx.q.head ? conn->rx.q.head->len : 0);
     int send_more = conn->tx.q.head != NULL;
     int recv_more = conn->rx.q.head != NULL;
     while (send_more || recv_more) {
@@ -621,7 +624,7 @@ chorus_result_t tcp_conn_open(int fd, const transport_options_t *opt, transport_
     }
     conn->base.ops = &tcp_ops;
     conn->fd = fd;
-    conn->chunk_bytes = opt->chunk_bytes > 0 ? opt->chunk_bytes : SIZE_MAX;
+    conn->chunk_bytes = opt->chunk_bytes;
     LOG_DEBUG(LOG_SUB_NET, "tcp: fd %d open, chunk %zu bytes, socket buffer %zu bytes", fd, opt->chunk_bytes,
               opt->socket_buffer);
     *conn_p = &conn->base;
