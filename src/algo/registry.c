@@ -62,12 +62,15 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * pipelined chain, except where ranks outnumber cores: there the mesh, whose exchanges do not each wait
  * on one neighbour, took half the ring's time for AllReduce over TCP at 2 to 16 MiB with 4 and 8 ranks
  * on 2 cores (level at 512 KiB to 1 MiB and from 64 MiB), and 0.6 to 0.85 of it for ReduceScatter and
- * AllGather at 4 MiB (level at 1 MiB; AllGather's ring was ahead again at 64 MiB on 4 ranks). */
+ * AllGather at 4 MiB (level at 1 MiB; AllGather's ring was ahead again at 64 MiB on 4 ranks). On 2 ranks
+ * the mesh's AllReduce moves the ring's bytes but in chunk-sized messages staged in a few reused buffers,
+ * with both halves of the call in flight at once; from 8 MiB it took half the ring's time over TCP and
+ * 0.7 to 0.9 of it over shared memory (alternating runs, and two bench/model-check runs over TCP). */
 #define RULE(c, n, ...) {.coll = c, .name = n, __VA_ARGS__}
 static const struct algo_rule {
     coll_kind_t coll;
     const char *name;
-    int min_ranks;
+    int min_ranks, max_ranks;
     size_t min_bytes, max_bytes;
     size_t max_total; /* bound on n * p */
     int oversubscribed; /* 1: only where ranks outnumber the busiest host's cores */
@@ -75,6 +78,7 @@ static const struct algo_rule {
     RULE(COLL_ALLREDUCE, "oneshot", .max_total = 1 << 20),
     RULE(COLL_ALLREDUCE, "twoshot", .min_ranks = 8),
     RULE(COLL_ALLREDUCE, "twoshot", .min_ranks = 4, .min_bytes = 4 << 20),
+    RULE(COLL_ALLREDUCE, "mesh", .max_ranks = 2, .min_bytes = 8 << 20),
     RULE(COLL_ALLREDUCE, "mesh", .min_bytes = 1 << 20, .oversubscribed = 1),
     RULE(COLL_ALLREDUCE, "rhd", .max_bytes = 64 << 10),
     RULE(COLL_ALLREDUCE, "ring"),
@@ -106,7 +110,8 @@ static const struct algo_rule {
 static int rule_fits(const struct algo_rule *r, coll_kind_t coll, size_t bytes, const algo_caps_t *caps)
 {
     size_t total, nranks = (size_t)caps->nranks;
-    return r->coll == coll && caps->nranks >= r->min_ranks && bytes >= r->min_bytes &&
+    return r->coll == coll && caps->nranks >= r->min_ranks && (!r->max_ranks || caps->nranks <= r->max_ranks) &&
+           bytes >= r->min_bytes &&
            (!r->oversubscribed || caps->oversubscribed) &&
            (!r->max_bytes || bytes <= r->max_bytes) &&
            (!r->max_total || (!__builtin_mul_overflow(bytes, nranks, &total) && total <= r->max_total));

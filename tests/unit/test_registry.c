@@ -53,7 +53,12 @@ static void check_defaults(void)
     TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 1 << 24, 8, 0, 2), "mesh") == 0, "oversubscribed, large");
     TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 512 << 10, 8, 0, 2), "ring") == 0, "oversubscribed, 512 KiB");
     TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 1 << 24, 8, 1, 2), "twoshot") == 0, "oversubscribed, one host");
-    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 1 << 24, 2, 0, 0), "ring") == 0, "cores unknown: no sharing");
+    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 1 << 24, 4, 0, 0), "ring") == 0, "cores unknown: no sharing");
+    /* Two ranks take the mesh for large AllReduce, one rank a core or not, on one host or across two. */
+    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 8 << 20, 2, 0, 2), "mesh") == 0, "2 ranks, 8 MiB");
+    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 8 << 20, 2, 1, 4), "mesh") == 0, "2 ranks, 8 MiB, one host");
+    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 4 << 20, 2, 0, 2), "ring") == 0, "2 ranks, 4 MiB");
+    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 8 << 20, 3, 0, 4), "ring") == 0, "3 ranks, 8 MiB");
     TEST_ASSERT(strcmp(pick_on(&cfg, COLL_REDUCE_SCATTER, 1 << 21, 4, 0, 2), "mesh") == 0,
                 "reduce_scatter 8 MiB in all, oversubscribed");
     TEST_ASSERT(strcmp(pick_on(&cfg, COLL_REDUCE_SCATTER, 1 << 18, 4, 0, 2), "ring") == 0,
