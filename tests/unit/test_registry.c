@@ -59,6 +59,12 @@ static void check_defaults(void)
     TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 8 << 20, 2, 1, 4), "mesh") == 0, "2 ranks, 8 MiB, one host");
     TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 4 << 20, 2, 0, 2), "ring") == 0, "2 ranks, 4 MiB");
     TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 8 << 20, 3, 0, 4), "ring") == 0, "3 ranks, 8 MiB");
+    /* Small AllReduce where ranks outnumber cores: the star, up to 8 ranks and 256 KiB. */
+    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 1 << 10, 4, 0, 2), "star") == 0, "oversubscribed, 1 KiB");
+    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 256 << 10, 8, 0, 2), "star") == 0, "oversubscribed, 256 KiB");
+    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 1 << 10, 4, 0, 4), "rhd") == 0, "one rank a core, 1 KiB");
+    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 1 << 10, 16, 0, 2), "rhd") == 0, "16 ranks, 1 KiB");
+    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 1 << 10, 8, 1, 2), "oneshot") == 0, "one host, 1 KiB");
     TEST_ASSERT(strcmp(pick_on(&cfg, COLL_REDUCE_SCATTER, 1 << 21, 4, 0, 2), "mesh") == 0,
                 "reduce_scatter 8 MiB in all, oversubscribed");
     TEST_ASSERT(strcmp(pick_on(&cfg, COLL_REDUCE_SCATTER, 1 << 18, 4, 0, 2), "ring") == 0,
