@@ -48,30 +48,42 @@ static void check_defaults(void)
     TEST_ASSERT(parse(NULL, &cfg, err) && parse("", &cfg, err), "empty settings: %s", err);
     TEST_ASSERT(strcmp(pick(&cfg, COLL_ALLREDUCE, 1000, 8), "rhd") == 0, "small allreduce");
     TEST_ASSERT(strcmp(pick(&cfg, COLL_ALLREDUCE, 1 << 24, 8), "ring") == 0, "large allreduce");
-    /* Ranks that outnumber the cores take the mesh for large AllReduce over connections, the ring
-     * below 1 MiB; on one host with direct access the arena algorithms still come first. */
-    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 1 << 24, 8, 0, 2), "mesh") == 0, "oversubscribed, large");
-    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 512 << 10, 8, 0, 2), "ring") == 0, "oversubscribed, 512 KiB");
-    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 1 << 24, 8, 1, 2), "twoshot") == 0, "oversubscribed, one host");
-    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 1 << 24, 4, 0, 0), "ring") == 0, "cores unknown: no sharing");
-    /* Two ranks take the mesh for large AllReduce, one rank a core or not, on one host or across two. */
-    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 8 << 20, 2, 0, 2), "mesh") == 0, "2 ranks, 8 MiB");
-    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 8 << 20, 2, 1, 4), "mesh") == 0, "2 ranks, 8 MiB, one host");
-    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 4 << 20, 2, 0, 2), "ring") == 0, "2 ranks, 4 MiB");
-    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 8 << 20, 3, 0, 4), "ring") == 0, "3 ranks, 8 MiB");
-    /* Small AllReduce where ranks outnumber cores: the star, up to 8 ranks and 256 KiB. */
-    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 1 << 10, 4, 0, 2), "star") == 0, "oversubscribed, 1 KiB");
-    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 256 << 10, 8, 0, 2), "star") == 0, "oversubscribed, 256 KiB");
-    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 1 << 10, 4, 0, 4), "rhd") == 0, "one rank a core, 1 KiB");
-    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 1 << 10, 16, 0, 2), "rhd") == 0, "16 ranks, 1 KiB");
-    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLREDUCE, 1 << 10, 8, 1, 2), "oneshot") == 0, "one host, 1 KiB");
-    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_REDUCE_SCATTER, 1 << 21, 4, 0, 2), "mesh") == 0,
-                "reduce_scatter 8 MiB in all, oversubscribed");
-    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_REDUCE_SCATTER, 1 << 18, 4, 0, 2), "ring") == 0,
-                "reduce_scatter 1 MiB in all, oversubscribed");
-    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLGATHER, 1 << 20, 4, 0, 2), "mesh") == 0, "allgather 4 MiB, oversubscribed");
-    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLGATHER, 1 << 24, 4, 0, 2), "ring") == 0, "allgather 64 MiB, oversubscribed");
-    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLGATHER, 1 << 20, 4, 0, 4), "ring") == 0, "allgather 4 MiB, one rank a core");
+    /* Built-in rules that depend on the rank count, the core count and direct access (counts in bytes;
+     * AllGather and ReduceScatter counts are per rank). */
+    static const struct {
+        coll_kind_t coll;
+        size_t count;
+        int nranks, direct, cores;
+        const char *want, *what;
+    } cases[] = {
+        /* Ranks that outnumber the cores take the mesh for large AllReduce over connections, the ring
+         * below 1 MiB; on one host with direct access the arena algorithms still come first. */
+        {COLL_ALLREDUCE, 1 << 24, 8, 0, 2, "mesh", "oversubscribed, large"},
+        {COLL_ALLREDUCE, 512 << 10, 8, 0, 2, "ring", "oversubscribed, 512 KiB"},
+        {COLL_ALLREDUCE, 1 << 24, 8, 1, 2, "twoshot", "oversubscribed, one host"},
+        {COLL_ALLREDUCE, 1 << 24, 4, 0, 0, "ring", "cores unknown: no sharing"},
+        /* Two ranks take the mesh for large AllReduce, one rank a core or not, on one host or across two. */
+        {COLL_ALLREDUCE, 8 << 20, 2, 0, 2, "mesh", "2 ranks, 8 MiB"},
+        {COLL_ALLREDUCE, 8 << 20, 2, 1, 4, "mesh", "2 ranks, 8 MiB, one host"},
+        {COLL_ALLREDUCE, 4 << 20, 2, 0, 2, "ring", "2 ranks, 4 MiB"},
+        {COLL_ALLREDUCE, 8 << 20, 3, 0, 4, "ring", "3 ranks, 8 MiB"},
+        /* Small AllReduce where ranks outnumber cores: the star, up to 8 ranks and 256 KiB. */
+        {COLL_ALLREDUCE, 1 << 10, 4, 0, 2, "star", "oversubscribed, 1 KiB"},
+        {COLL_ALLREDUCE, 256 << 10, 8, 0, 2, "star", "oversubscribed, 256 KiB"},
+        {COLL_ALLREDUCE, 1 << 10, 4, 0, 4, "rhd", "one rank a core, 1 KiB"},
+        {COLL_ALLREDUCE, 1 << 10, 16, 0, 2, "rhd", "16 ranks, 1 KiB"},
+        {COLL_ALLREDUCE, 1 << 10, 8, 1, 2, "oneshot", "one host, 1 KiB"},
+        {COLL_REDUCE_SCATTER, 1 << 21, 4, 0, 2, "mesh", "reduce_scatter 8 MiB in all, oversubscribed"},
+        {COLL_REDUCE_SCATTER, 1 << 18, 4, 0, 2, "ring", "reduce_scatter 1 MiB in all, oversubscribed"},
+        {COLL_ALLGATHER, 1 << 20, 4, 0, 2, "mesh", "allgather 4 MiB, oversubscribed"},
+        {COLL_ALLGATHER, 1 << 24, 4, 0, 2, "ring", "allgather 64 MiB, oversubscribed"},
+        {COLL_ALLGATHER, 1 << 20, 4, 0, 4, "ring", "allgather 4 MiB, one rank a core"},
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        const char *got = pick_on(&cfg, cases[k].coll, cases[k].count, cases[k].nranks, cases[k].direct,
+                                  cases[k].cores);
+        TEST_ASSERT(strcmp(got, cases[k].want) == 0, "%s: %s, not %s", cases[k].what, got, cases[k].want);
+    }
     /* Per-rank counts are scaled by nranks: 8 x 16K is large. */
     TEST_ASSERT(strcmp(pick(&cfg, COLL_ALLGATHER, 16 << 10, 8), "ring") == 0, "allgather sized as the whole buffer");
     TEST_ASSERT(strcmp(pick(&cfg, COLL_BARRIER, 0, 8), "dissemination") == 0, "barrier");
