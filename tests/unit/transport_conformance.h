@@ -12,7 +12,8 @@
  *
  * Cases: connect; small messages both ways; zero-length messages; 16 MiB both ways at once, then 64 MiB one
  * way (timed and printed), a thread driving the peer, the receiver's `done` watched to advance at most a
- * piece per progress() call over final data; 1000 messages of mixed sizes posted at once and completed in
+ * piece per progress() call over final data (transport_piece_bytes), and a 4-chunk message waiting whole
+ * for its receiver still landing a chunk at a time; 1000 messages of mixed sizes posted at once and completed in
  * order; tag, length and check-byte mismatch (MISMATCH with peer_len/peer_tag/peer_check, sticky, and the
  * peer told what differed by the notice, while it waits to receive, while it sends, and while idle); a
  * close noticed while idle; messages sent before an orderly close (the goodbye last) still delivered,
