@@ -3,7 +3,7 @@
  * 2 (p - 1) messages in flight at once.
  *
  * Steps: 1 (p - 1 concurrent messages per rank). Bytes sent per rank: (p - 1)/p * n (n = the gathered
- * buffer, p * sendcount elements). Restrictions: none.
+ * buffer, p * sendcount elements). Copied: n/p (its own block, out of place). Restrictions: none.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -35,5 +35,5 @@ algo_cost_t allgather_mesh_cost(const algo_shape_t *s)
     int p = s->p;
     double n = s->n;
     /* A rank's link serialises its p - 1 messages. */
-    return (algo_cost_t){ALGO_LINK_NET, p - 1.0, (p - 1.0) / p * n, 0, 0};
+    return (algo_cost_t){ALGO_LINK_NET, p - 1.0, (p - 1.0) / p * n, n / p, 0};
 }

@@ -5,8 +5,8 @@
  * even rank of a pair finally sends the whole buffer to its partner.
  *
  * Steps: log2 pv (+ 2 if p is not a power of two). Bytes sent per rank: (pv - 1)/pv * n (n = the gathered
- * buffer, p * sendcount elements), plus n from the even rank of a pair to its partner.
- * Restrictions: none.
+ * buffer, p * sendcount elements), plus n from the even rank of a pair to its partner. Copied: n/p
+ * (its own block, out of place). Restrictions: none.
  */
 #include <string.h>
 
@@ -37,5 +37,5 @@ algo_cost_t allgather_rd_cost(const algo_shape_t *s)
     int p = s->p;
     double n = s->n;
     int pv = algo_pow2_floor(p), odd = pv != p;
-    return (algo_cost_t){ALGO_LINK_NET, algo_log2_ceil(pv) + 2 * odd, (pv - 1.0) / pv * n + odd * (n + n / p), 0, 0};
+    return (algo_cost_t){ALGO_LINK_NET, algo_log2_ceil(pv) + 2 * odd, (pv - 1.0) / pv * n + odd * (n + n / p), n / p, 0};
 }

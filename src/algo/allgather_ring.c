@@ -3,7 +3,7 @@
  * got last to its right neighbour while receiving the next from its left.
  *
  * Steps: p - 1. Bytes sent per rank: (p - 1)/p * n (n = the gathered buffer, p * sendcount elements).
- * Restrictions: none.
+ * Copied: n/p (its own block, out of place). Restrictions: none.
  */
 #include <string.h>
 
@@ -24,5 +24,5 @@ algo_cost_t allgather_ring_cost(const algo_shape_t *s)
 {
     int p = s->p;
     double n = s->n;
-    return (algo_cost_t){ALGO_LINK_NET, p - 1.0, (p - 1.0) / p * n, 0, 0};
+    return (algo_cost_t){ALGO_LINK_NET, p - 1.0, (p - 1.0) / p * n, n / p, 0};
 }

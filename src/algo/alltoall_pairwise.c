@@ -3,7 +3,8 @@
  * from rank r - s, so every step is a permutation and no rank receives from two peers at once. The own
  * block is copied locally. In place (sendbuf == recvbuf) the input is first copied to scratch.
  *
- * Steps: p - 1. Bytes sent per rank: (p - 1)/p * n (n = p * count elements). Restrictions: none.
+ * Steps: p - 1. Bytes sent per rank: (p - 1)/p * n (n = p * count elements). Copied: n/p, the own block
+ * (in place: n, the scratch copy). Restrictions: none.
  */
 #include <string.h>
 
@@ -38,5 +39,5 @@ algo_cost_t alltoall_pairwise_cost(const algo_shape_t *s)
 {
     int p = s->p;
     double n = s->n;
-    return (algo_cost_t){ALGO_LINK_NET, p - 1.0, (p - 1.0) / p * n, 0, 0};
+    return (algo_cost_t){ALGO_LINK_NET, p - 1.0, (p - 1.0) / p * n, n / p, 0};
 }

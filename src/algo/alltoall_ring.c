@@ -4,7 +4,8 @@
  * rank r - s for ranks r .. r + p - s - 1: the first is its own, the rest go on at the next step.
  *
  * Steps: p - 1. Bytes sent per rank: (p - 1)/2 * n (n = p * count elements): store and forward costs a
- * factor p/2 over pairwise, for a ring-shaped topology. Restrictions: none.
+ * factor p/2 over pairwise, for a ring-shaped topology. Copied: (2p - 1)/p * n: the first bundle
+ * ((p - 1)/p * n), the own block and each step's block for this rank. Restrictions: none.
  */
 #include <string.h>
 
@@ -42,5 +43,5 @@ algo_cost_t alltoall_ring_cost(const algo_shape_t *s)
 {
     int p = s->p;
     double n = s->n;
-    return (algo_cost_t){ALGO_LINK_NET, p - 1.0, (p - 1.0) / 2 * n, 0, 0};
+    return (algo_cost_t){ALGO_LINK_NET, p - 1.0, (p - 1.0) / 2 * n, (2.0 * p - 1) / p * n, 0};
 }

@@ -5,7 +5,7 @@
  *
  * Steps: ceil(log2 p) + k - 1 chunk hops for k chunks (one message per child at a time). Bytes sent per
  * rank: n per child (the root: ceil(log2 p) n; leaves, half the ranks: none). Time ~ ceil(log2 p)
- * (alpha + n/beta) unpipelined. Restrictions: none.
+ * (alpha + n/beta) unpipelined. Copied: n at the root out of place, before it sends. Restrictions: none.
  */
 #include <string.h>
 
@@ -32,5 +32,5 @@ algo_cost_t broadcast_binomial_cost(const algo_shape_t *s)
     double n = s->n;
     /* The root sends n to each of its ceil(log2 p) children in turn, one message per chunk. */
     double lg = algo_log2_ceil(p);
-    return (algo_cost_t){ALGO_LINK_NET, lg * algo_pieces(n, s->chunk), lg * n, 0, 0};
+    return (algo_cost_t){ALGO_LINK_NET, lg * algo_pieces(n, s->chunk), lg * n, n, 0};
 }

@@ -4,7 +4,8 @@
  * is on its way in.
  *
  * Steps: p - 1 + k - 1 chunk hops in flight for k chunks. Bytes sent per rank: n (the tail sends none).
- * Time ~ (p - 1 + k - 1)(alpha + n/(k beta)). Restrictions: none.
+ * Time ~ (p - 1 + k - 1)(alpha + n/(k beta)). Copied: n at the root out of place, before it sends.
+ * Restrictions: none.
  */
 #include <string.h>
 
@@ -27,5 +28,5 @@ algo_cost_t broadcast_chain_cost(const algo_shape_t *s)
     int p = s->p;
     double n = s->n;
     double k = algo_pieces(n, s->chunk);
-    return (algo_cost_t){ALGO_LINK_NET, p - 1 + k - 1, (p - 1 + k - 1) * n / k, 0, 0};
+    return (algo_cost_t){ALGO_LINK_NET, p - 1 + k - 1, (p - 1 + k - 1) * n / k, n, 0};
 }

@@ -1,11 +1,12 @@
 /*
  * Direct Broadcast, inside one host: per slot-sized chunk, the root copies the chunk into its arena slot
  * and every other rank copies it out; the two slots alternate, so the root fills the next chunk while
- * the others read this one.
+ * the others read this one. Out of place, the root copies each chunk to its own output after publishing
+ * it, from the slot it has just written (in cache), while the others read it.
  *
- * Steps: 1 synchronisation per chunk (ceil(n / slot)). Bytes: n copied in at the root, n copied out at
- * every other rank; nothing crosses a connection. Restrictions: direct access (every rank on one host,
- * sharing the host arena).
+ * Steps: 1 synchronisation per chunk (ceil(n / slot)). Bytes: n copied in at the root (and n to its
+ * output out of place), n copied out at every other rank; nothing crosses a connection. Restrictions:
+ * direct access (every rank on one host, sharing the host arena).
  */
 #include <string.h>
 
@@ -18,7 +19,6 @@ chorus_result_t broadcast_direct(prims_t *p, const coll_args_t *a)
     size_t elem = dtype_size(a->dtype), per = direct_chunk_elems(p, 1, elem);
     const char *in = a->sendbuf;
     char *out = a->recvbuf;
-    if (rank == a->root && in != out) memcpy(out, in, a->count * elem);
     for (size_t off = 0; off < a->count; off += per) {
         size_t bytes = CHORUS_MIN(per, a->count - off) * elem;
         void *slot;
@@ -26,7 +26,10 @@ chorus_result_t broadcast_direct(prims_t *p, const coll_args_t *a)
         CHECK(prims_direct_begin(p, &slot));
         if (rank == a->root) memcpy(slot, in + off * elem, bytes);
         prims_direct_publish(p, rank == a->root ? bytes : 0);
-        if (rank == a->root) continue;
+        if (rank == a->root) {
+            if (in != out) memcpy(out + off * elem, slot, bytes);
+            continue;
+        }
         CHECK(prims_direct_wait(p, a->root, &theirs));
         memcpy(out + off * elem, theirs, bytes);
     }
@@ -37,6 +40,6 @@ chorus_result_t broadcast_direct(prims_t *p, const coll_args_t *a)
 algo_cost_t broadcast_direct_cost(const algo_shape_t *s)
 {
     double n = s->n;
-    /* The root's copies in overlap the others' reads, a chunk behind. */
-    return (algo_cost_t){ALGO_LINK_ARENA, algo_pieces(n, s->slot), n, 0, 0};
+    /* The root's copies in overlap the others' reads, a chunk behind; its copies out add to its path. */
+    return (algo_cost_t){ALGO_LINK_ARENA, algo_pieces(n, s->slot), n, n, 0};
 }

@@ -6,7 +6,8 @@
  *
  * Steps: ceil(log2 p) + p - 1. Bytes sent per rank: at most (p - 1)/p * n in the scatter (the root) and
  * (p - 1)/p * n in the allgather, about 2n in total against n for the chain; but the time is bound by
- * ~2 (p - 1)/p * n/beta rather than the root's n/beta per level of a tree. Restrictions: none.
+ * ~2 (p - 1)/p * n/beta rather than the root's n/beta per level of a tree. Copied: n at the root out of
+ * place, before it sends. Restrictions: none.
  */
 #include <string.h>
 
@@ -47,5 +48,5 @@ algo_cost_t broadcast_scatter_allgather_cost(const algo_shape_t *s)
 {
     int p = s->p;
     double n = s->n;
-    return (algo_cost_t){ALGO_LINK_NET, algo_log2_ceil(p) + p - 1, 2.0 * (p - 1) / p * n, 0, 0};
+    return (algo_cost_t){ALGO_LINK_NET, algo_log2_ceil(p) + p - 1, 2.0 * (p - 1) / p * n, n, 0};
 }
