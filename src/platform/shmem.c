@@ -65,6 +65,14 @@ int shmem_create(const char *name, size_t bytes, void **map_p, char *err, size_t
 
 void shmem_unlink(const char *name) { (void)shm_unlink(name); }
 
+void shmem_prefault(const void *map, size_t bytes)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    size_t step = page > 0 ? (size_t)page : 4096;
+    const volatile char *p = map;
+    for (size_t off = 0; off < bytes; off += step) (void)p[off];
+}
+
 int shmem_open(const char *name, size_t bytes, void **map_p, char *err, size_t errlen)
 {
     int fd = shm_open(name, O_RDWR, 0);

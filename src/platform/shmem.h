@@ -14,6 +14,10 @@ int shmem_create(const char *name, size_t bytes, void **map_p, char *err, size_t
 int shmem_open(const char *name, size_t bytes, void **map_p, char *err, size_t errlen);
 /* Remove segment `name` if it exists (mappings stay valid). */
 void shmem_unlink(const char *name);
+/* Read one byte of every page of a mapping, so that later accesses do not fault. Under shadow paging
+ * (some virtual machines, the project's reference one among them) the first access to a page by a
+ * process costs microseconds even with the page table filled (MAP_POPULATE does not help there). */
+void shmem_prefault(const void *map, size_t bytes);
 
 /* Copy bytes from another process's address space (process_vm_readv: one copy, no shared mapping).
  * Returns 0, or the errno (EPERM where the kernel's ptrace policy forbids it, ESRCH for a gone process). */

@@ -32,7 +32,7 @@ typedef struct tune_effort {
 #define TUNE_MEMORY_BYTES (32u << 20)
 #define TUNE_BATCH 8
 
-static const tune_effort_t tune_quick = {.local_runs = 3, .small_trips = 32, .large_trips = 4, .barrier_batches = 4};
+static const tune_effort_t tune_quick = {.local_runs = 10, .small_trips = 64, .large_trips = 16, .barrier_batches = 8};
 static const tune_effort_t tune_thorough = {
     .local_runs = 20, .small_trips = 1000, .large_trips = 100, .memory_trips = 5, .barrier_batches = 100};
 
@@ -139,7 +139,9 @@ static chorus_result_t tune_measure_arena(prims_t *p, tune_state_t *ts, const tu
         algo_shape_t shape = {.p = n, .n = (double)each * n, .chunk = ts->comm.chunk, .slot = ts->comm.slot};
         algo_cost_t c = allgather_direct_cost(&shape);
         double rest = t / share - c.steps * tp->alpha[TUNE_LINK_ARENA] - c.copied / tp->beta_copy[r];
-        if (me == 0 && rest > 0) tp->beta[TUNE_LINK_ARENA][r] = c.bytes / rest;
+        /* Reading a peer's slot is a copy: no faster than a local one (a disturbed subtraction could
+         * otherwise promise any rate). */
+        if (me == 0 && rest > 0) tp->beta[TUNE_LINK_ARENA][r] = CHORUS_MIN(c.bytes / rest, tp->beta_copy[r]);
     }
     return CHORUS_SUCCESS;
 }

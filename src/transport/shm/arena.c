@@ -71,10 +71,14 @@ static size_t arena_layout(int nranks, size_t *slot_bytes, size_t *head_p)
     return total;
 }
 
+/* Every rank reads every slot of the arena, from its first direct collective on: its pages are mapped
+ * now (shmem_prefault), at init, where a 2-rank direct AllGather of 2 MiB otherwise took 2.5 ms on its
+ * first call against 0.1 ms from the second (0.3 ms with the pages read at init). */
 static shm_arena_t *arena_wrap(void *map, size_t map_bytes, size_t head, size_t slot_bytes)
 {
     shm_arena_t *a = calloc(1, sizeof(*a));
     if (!a) return NULL;
+    shmem_prefault(map, map_bytes);
     a->hdr = map;
     a->lines = (arena_line_t *)((char *)map + round_up(sizeof(arena_hdr_t), ARENA_LINE));
     a->slots = (char *)map + head;
