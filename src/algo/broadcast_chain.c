@@ -4,8 +4,8 @@
  * is on its way in.
  *
  * Steps: p - 1 + k - 1 chunk hops in flight for k chunks. Bytes sent per rank: n (the tail sends none).
- * Time ~ (p - 1 + k - 1)(alpha + n/(k beta)). Copied: n at the root out of place, before it sends.
- * Restrictions: none.
+ * Time ~ (p - 1 + k - 1)(alpha + n/(k beta)). Copied: n at the root out of place, a chunk at a time
+ * while its link keeps it waiting. Restrictions: none.
  */
 #include <string.h>
 
@@ -18,8 +18,7 @@ chorus_result_t broadcast_chain(prims_t *p, const coll_args_t *a)
     size_t bytes = a->count * dtype_size(a->dtype);
     int prev, next;
     plan_chain(rank, n, a->root, &prev, &next);
-    if (rank == a->root && a->sendbuf != a->recvbuf) memcpy(a->recvbuf, a->sendbuf, bytes);
-    return prims_chain_copy(p, prev, next, a->recvbuf, bytes);
+    return prims_chain_copy(p, prev, next, a->sendbuf, a->recvbuf, bytes);
 }
 
 /* The terms of the comment above, for the cost model (algo.h). */

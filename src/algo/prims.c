@@ -64,6 +64,11 @@ typedef struct exch {
     /* Per-chunk hook of the chain primitives, called when receive i completes. */
     chorus_result_t (*on_chunk)(struct exch *e, int i);
     char *chain_buf;
+    /* A local copy done a chunk at a time while the link keeps this rank waiting (a chain head's own
+     * output, out of place): copy_done of copy_len bytes so far. */
+    const char *copy_src;
+    char *copy_dst;
+    size_t copy_len, copy_done;
 } exch_t;
 
 const char *prims_host(const prims_t *p, int peer) { return p->hosts ? p->hosts[peer] : "?"; }
@@ -308,7 +313,13 @@ static chorus_result_t exch_step(void *arg, progress_status_t *status)
         CHECK(exch_post_ready_sends(e));
         moved = 1;
     }
-    int done = e->recvs_handled == e->nrecvs && e->sends_posted == e->nsends;
+    if (!moved && e->copy_done < e->copy_len) {
+        size_t len = CHORUS_MIN(e->copy_len - e->copy_done, CHORUS_MAX(e->p->chunk_bytes, (size_t)4096));
+        memcpy(e->copy_dst + e->copy_done, e->copy_src + e->copy_done, len);
+        e->copy_done += len;
+        moved = 1;
+    }
+    int done = e->recvs_handled == e->nrecvs && e->sends_posted == e->nsends && e->copy_done == e->copy_len;
     for (int i = 0; done && i < e->nsends; i++) done = e->sends[i].state == XFER_DONE;
     *status = done ? PROGRESS_DONE : moved ? PROGRESS_MOVED : PROGRESS_IDLE;
     if (*status == PROGRESS_IDLE)
@@ -494,10 +505,14 @@ static chorus_result_t chain_run(prims_t *p, int recv_peer, int send_peer, const
     return res;
 }
 
-chorus_result_t prims_chain_copy(prims_t *p, int recv_peer, int send_peer, void *buf, size_t bytes)
+chorus_result_t prims_chain_copy(prims_t *p, int recv_peer, int send_peer, const void *src, void *buf, size_t bytes)
 {
     exch_t e = {.on_chunk = chain_forward};
-    return chain_run(p, recv_peer, send_peer, buf, buf, bytes, 1, &e);
+    if (recv_peer >= 0 || src == buf) return chain_run(p, recv_peer, send_peer, buf, buf, bytes, 1, &e);
+    e.copy_src = src;
+    e.copy_dst = buf;
+    e.copy_len = bytes;
+    return chain_run(p, recv_peer, send_peer, src, buf, bytes, 1, &e);
 }
 
 chorus_result_t prims_chain_reduce(prims_t *p, int recv_peer, int send_peer, const void *local, void *dst,

@@ -43,10 +43,11 @@ chorus_result_t prims_sendrecv(prims_t *p, int send_peer, const void *sbuf, size
  * dst = local OP received (dst may alias local). send_peer < 0: only receive and reduce. */
 chorus_result_t prims_sendrecv_reduce(prims_t *p, int send_peer, const void *sbuf, size_t sbytes, int recv_peer,
                                       const void *local, void *dst, size_t rbytes, const prims_reduce_t *red);
-/* A stage of a pipelined chain, one message per chunk. recv_peer < 0: the head, which sends buf.
- * send_peer < 0: the tail, which only receives. Otherwise each chunk received into buf is forwarded to
- * send_peer as soon as it lands. */
-chorus_result_t prims_chain_copy(prims_t *p, int recv_peer, int send_peer, void *buf, size_t bytes);
+/* A stage of a pipelined chain, one message per chunk. recv_peer < 0: the head, which sends src and,
+ * when src is not buf, copies it to buf a chunk at a time whenever its link keeps it waiting (so the
+ * chain starts at once). send_peer < 0: the tail, which only receives. Otherwise each chunk received
+ * into buf is forwarded to send_peer as soon as it lands (src is not read). */
+chorus_result_t prims_chain_copy(prims_t *p, int recv_peer, int send_peer, const void *src, void *buf, size_t bytes);
 /* A stage of a pipelined reduction chain, one message per chunk. recv_peer < 0: the head, which sends
  * local. Otherwise each received chunk is combined, dst = local OP received, and forwarded to send_peer
  * (send_peer < 0: the tail keeps it in dst). */
