@@ -78,6 +78,20 @@ static void check_defaults(void)
         {COLL_ALLGATHER, 1 << 20, 4, 0, 2, "mesh", "allgather 4 MiB, oversubscribed"},
         {COLL_ALLGATHER, 1 << 24, 4, 0, 2, "ring", "allgather 64 MiB, oversubscribed"},
         {COLL_ALLGATHER, 1 << 20, 4, 0, 4, "ring", "allgather 4 MiB, one rank a core"},
+        /* Small AllGather where ranks outnumber cores: recursive doubling for a power-of-two rank count. */
+        {COLL_ALLGATHER, 256, 4, 0, 2, "rd", "allgather 1 KiB, oversubscribed"},
+        {COLL_ALLGATHER, 2 << 10, 8, 0, 2, "rd", "allgather 16 KiB, 8 ranks, oversubscribed"},
+        {COLL_ALLGATHER, 256, 6, 0, 2, "bruck", "allgather 1.5 KiB, 6 ranks, oversubscribed"},
+        {COLL_ALLGATHER, 256, 4, 0, 4, "bruck", "allgather 1 KiB, one rank a core"},
+        {COLL_ALLGATHER, 16 << 10, 4, 0, 2, "bruck", "allgather 64 KiB, oversubscribed"},
+        /* Broadcast: direct on 2 ranks of one host; small, where ranks outnumber cores, the chain. */
+        {COLL_BROADCAST, 8, 2, 1, 2, "direct", "broadcast 8 B, 2 ranks, one host"},
+        {COLL_BROADCAST, 8, 2, 0, 2, "binomial", "broadcast 8 B, 2 ranks, two hosts"},
+        {COLL_BROADCAST, 1 << 10, 4, 0, 2, "chain", "broadcast 1 KiB, oversubscribed"},
+        {COLL_BROADCAST, 1 << 10, 4, 1, 2, "chain", "broadcast 1 KiB, oversubscribed, one host"},
+        {COLL_BROADCAST, 1 << 10, 4, 0, 4, "binomial", "broadcast 1 KiB, one rank a core"},
+        {COLL_BROADCAST, 64 << 10, 4, 0, 2, "binomial", "broadcast 64 KiB, oversubscribed"},
+        {COLL_BROADCAST, 1 << 20, 4, 1, 2, "direct", "broadcast 1 MiB, one host"},
     };
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
         const char *got = pick_on(&cfg, cases[k].coll, cases[k].count, cases[k].nranks, cases[k].direct,
