@@ -95,7 +95,7 @@ static const struct algo_rule {
     RULE(COLL_ALLREDUCE, "rhd", .max_bytes = 64 << 10),
     RULE(COLL_ALLREDUCE, "ring"),
     RULE(COLL_ALLGATHER, "direct", .min_ranks = 3),
-    RULE(COLL_ALLGATHER, "direct", .max_bytes = 1 << 20),
+    RULE(COLL_ALLGATHER, "direct", .max_bytes = 64 << 10),
     RULE(COLL_ALLGATHER, "rd", .max_bytes = 16 << 10, .oversubscribed = 1, .pow2 = 1),
     RULE(COLL_ALLGATHER, "bruck", .max_bytes = 64 << 10),
     RULE(COLL_ALLGATHER, "mesh", .min_bytes = 2 << 20, .max_bytes = 16 << 20, .oversubscribed = 1),

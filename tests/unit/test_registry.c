@@ -82,6 +82,10 @@ static void check_defaults(void)
         {COLL_ALLGATHER, 256, 4, 0, 2, "rd", "allgather 1 KiB, oversubscribed"},
         {COLL_ALLGATHER, 2 << 10, 8, 0, 2, "rd", "allgather 16 KiB, 8 ranks, oversubscribed"},
         {COLL_ALLGATHER, 256, 6, 0, 2, "bruck", "allgather 1.5 KiB, 6 ranks, oversubscribed"},
+        /* On 2 ranks of one host the direct AllGather up to 64 KiB, then the ring. */
+        {COLL_ALLGATHER, 32 << 10, 2, 1, 2, "direct", "allgather 64 KiB, 2 ranks, one host"},
+        {COLL_ALLGATHER, 64 << 10, 2, 1, 2, "ring", "allgather 128 KiB, 2 ranks, one host"},
+        {COLL_ALLGATHER, 32 << 10, 3, 1, 2, "direct", "allgather 96 KiB, 3 ranks, one host"},
         {COLL_ALLGATHER, 256, 4, 0, 4, "bruck", "allgather 1 KiB, one rank a core"},
         {COLL_ALLGATHER, 16 << 10, 4, 0, 2, "bruck", "allgather 64 KiB, oversubscribed"},
         /* Broadcast: direct on 2 ranks of one host; small, where ranks outnumber cores, the chain. */
