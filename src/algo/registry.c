@@ -75,7 +75,9 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * (0.9 on 8 ranks, level at 64 KiB), for a power-of-two rank count, where it needs no folding; the chain
  * 0.65 to 0.75 of the binomial tree's (0.8 on 8 ranks at 16 KiB, level at 1 and 64 KiB; over shared
  * memory level or ahead). On 2 ranks sharing a host the direct Broadcast is level with or ahead of the
- * binomial tree at every size (0.65 of its time at 1 KiB, 0.75 at 16 KiB). */
+ * binomial tree at every size (0.65 of its time at 1 KiB, 0.75 at 16 KiB); the direct AllGather is ahead
+ * of the ring only up to 64 KiB (0.7 of its time at 128 KiB), and the single-copy one took 0.8 to 0.9 of
+ * the ring's time from 1 to 4 MiB (level at 8, behind at 16). */
 #define RULE(c, n, ...) {.coll = c, .name = n, __VA_ARGS__}
 static const struct algo_rule {
     coll_kind_t coll;
@@ -96,6 +98,7 @@ static const struct algo_rule {
     RULE(COLL_ALLREDUCE, "ring"),
     RULE(COLL_ALLGATHER, "direct", .min_ranks = 3),
     RULE(COLL_ALLGATHER, "direct", .max_bytes = 64 << 10),
+    RULE(COLL_ALLGATHER, "cma", .max_ranks = 2, .min_bytes = 1 << 20, .max_bytes = 4 << 20),
     RULE(COLL_ALLGATHER, "rd", .max_bytes = 16 << 10, .oversubscribed = 1, .pow2 = 1),
     RULE(COLL_ALLGATHER, "bruck", .max_bytes = 64 << 10),
     RULE(COLL_ALLGATHER, "mesh", .min_bytes = 2 << 20, .max_bytes = 16 << 20, .oversubscribed = 1),

@@ -8,7 +8,7 @@
 #include "test.h"
 
 /* Selection as a communicator makes it with CHORUS_TUNING=rules and no tuning file, with as many cores
- * as ranks unless `cores` says otherwise. */
+ * as ranks unless `cores` says otherwise; direct: direct access and single-copy reads. */
 static const char *pick_on(const algo_config_t *cfg, coll_kind_t coll, size_t count, int nranks, int direct,
                            int cores)
 {
@@ -18,7 +18,8 @@ static const char *pick_on(const algo_config_t *cfg, coll_kind_t coll, size_t co
     ts.mode = TUNE_MODE_RULES;
     tune_params_builtin(&ts.file.params);
     ts.comm = (tune_comm_t){.nranks = nranks, .ranks_per_host = nranks, .net = TUNE_LINK_TCP,
-                            .caps = {.nranks = nranks, .direct = direct}, .chunk = 256 << 10, .slot = 256 << 10};
+                            .caps = {.nranks = nranks, .direct = direct, .single_copy = direct},
+                            .chunk = 256 << 10, .slot = 256 << 10};
     tune_comm_set_cores(&ts.comm, cores);
     const algo_desc_t *d = tune_select(&ts, &a, cfg);
     return d ? d->name : "(none)";
@@ -82,9 +83,12 @@ static void check_defaults(void)
         {COLL_ALLGATHER, 256, 4, 0, 2, "rd", "allgather 1 KiB, oversubscribed"},
         {COLL_ALLGATHER, 2 << 10, 8, 0, 2, "rd", "allgather 16 KiB, 8 ranks, oversubscribed"},
         {COLL_ALLGATHER, 256, 6, 0, 2, "bruck", "allgather 1.5 KiB, 6 ranks, oversubscribed"},
-        /* On 2 ranks of one host the direct AllGather up to 64 KiB, then the ring. */
+        /* On 2 ranks of one host (with single-copy reads) the direct AllGather up to 64 KiB, the single-copy
+         * one from 1 to 4 MiB, the ring otherwise. */
         {COLL_ALLGATHER, 32 << 10, 2, 1, 2, "direct", "allgather 64 KiB, 2 ranks, one host"},
         {COLL_ALLGATHER, 64 << 10, 2, 1, 2, "ring", "allgather 128 KiB, 2 ranks, one host"},
+        {COLL_ALLGATHER, 1 << 20, 2, 1, 2, "cma", "allgather 2 MiB, 2 ranks, one host"},
+        {COLL_ALLGATHER, 8 << 20, 2, 1, 2, "ring", "allgather 16 MiB, 2 ranks, one host"},
         {COLL_ALLGATHER, 32 << 10, 3, 1, 2, "direct", "allgather 96 KiB, 3 ranks, one host"},
         {COLL_ALLGATHER, 256, 4, 0, 4, "bruck", "allgather 1 KiB, one rank a core"},
         {COLL_ALLGATHER, 16 << 10, 4, 0, 2, "bruck", "allgather 64 KiB, oversubscribed"},
