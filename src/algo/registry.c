@@ -130,7 +130,8 @@ static int rule_fits(const struct algo_rule *r, coll_kind_t coll, size_t bytes, 
     size_t total, nranks = (size_t)caps->nranks;
     return r->coll == coll && caps->nranks >= r->min_ranks && (!r->max_ranks || caps->nranks <= r->max_ranks) &&
            bytes >= r->min_bytes &&
-           (!r->oversubscribed || caps->oversubscribed) && (!r->pow2 || (caps->nranks & (caps->nranks - 1)) == 0) &&
+           (!r->oversubscribed || caps->oversubscribed) &&
+           (!r->pow2 || (caps->nranks & (caps->nranks - 1)) == 0) &&
            (!r->max_bytes || bytes <= r->max_bytes) &&
            (!r->max_total || (!__builtin_mul_overflow(bytes, nranks, &total) && total <= r->max_total));
 }

@@ -73,7 +73,7 @@ static size_t arena_layout(int nranks, size_t *slot_bytes, size_t *head_p)
 
 /* Every rank reads every slot of the arena, from its first direct collective on: its pages are mapped
  * now (shmem_prefault), at init, where a 2-rank direct AllGather of 2 MiB otherwise took 2.5 ms on its
- * first call against 0.1 ms from the second (0.3 ms with the pages read at init). */
+ * first call against 0.1 ms from the second (0.4 ms with the pages read at init). */
 static shm_arena_t *arena_wrap(void *map, size_t map_bytes, size_t head, size_t slot_bytes)
 {
     shm_arena_t *a = calloc(1, sizeof(*a));
