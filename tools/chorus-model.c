@@ -160,7 +160,7 @@ int main(int argc, char **argv)
     /* A value given on the command line holds in both regimes. */
     for (int r = 0; r < TUNE_REGIMES; r++) {
         if (alpha) tp.alpha[tc.net] = parse_value_or_die("--alpha", alpha);
-        if (beta) tp.beta[tc.net][r] = parse_value_or_die("--beta", beta);
+        if (beta) tp.beta[tc.net][r] = tp.beta_oneway[tc.net][r] = parse_value_or_die("--beta", beta);
         if (gamma) tp.gamma[r] = parse_value_or_die("--gamma", gamma);
         if (copy) tp.beta_copy[r] = parse_value_or_die("--copy", copy);
     }
@@ -180,6 +180,9 @@ int main(int argc, char **argv)
     printf(", beta %.4g GB/s", tp.beta[tc.net][TUNE_CACHE] / 1e9);
     if (tp.beta[tc.net][TUNE_MEMORY] != tp.beta[tc.net][TUNE_CACHE])
         printf(" (memory %.4g GB/s)", tp.beta[tc.net][TUNE_MEMORY] / 1e9);
+    if (tp.beta_oneway[tc.net][TUNE_CACHE] != tp.beta[tc.net][TUNE_CACHE])
+        printf(", one way %.4g GB/s (memory %.4g)", tp.beta_oneway[tc.net][TUNE_CACHE] / 1e9,
+               tp.beta_oneway[tc.net][TUNE_MEMORY] / 1e9);
     if (arena) printf(", arena alpha %s", (fmt_time(tp.alpha[TUNE_LINK_ARENA], t2, sizeof(t2)), t2));
     printf(", gamma %.3g ns/B", tp.gamma[TUNE_CACHE] * 1e9);
     if (tp.gamma[TUNE_MEMORY] != tp.gamma[TUNE_CACHE]) printf(" (memory %.3g)", tp.gamma[TUNE_MEMORY] * 1e9);

@@ -63,6 +63,7 @@ int main(int argc, char **argv)
         chorus_comm_destroy(tcp_comm);
         tp.alpha[TUNE_LINK_TCP] = tcp.alpha[TUNE_LINK_TCP];
         memcpy(tp.beta[TUNE_LINK_TCP], tcp.beta[TUNE_LINK_TCP], sizeof(tp.beta[TUNE_LINK_TCP]));
+        memcpy(tp.beta_oneway[TUNE_LINK_TCP], tcp.beta_oneway[TUNE_LINK_TCP], sizeof(tp.beta_oneway[TUNE_LINK_TCP]));
     }
     chorus_comm_destroy(comm);
     if (rank != 0) return 0;

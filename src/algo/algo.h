@@ -45,17 +45,23 @@ enum {
  * of its time on the critical path, for p ranks and n bytes (the whole buffer: for allgather,
  * reduce_scatter and alltoall, p times the per-rank count), read off the steps-and-bytes comment that
  * opens the algorithm's file. The time is
- *     T = steps alpha[link] + bytes / beta[link] + copied / beta_copy + reduced gamma
+ *     T = steps alpha[link] + bytes / beta[link] + oneway / beta_oneway[link] + copied / beta_copy
+ *         + reduced gamma
  * where link is the kind of hop the steps take: a connection (shared-memory ring or TCP), or a
- * synchronisation through the host arena, whose bytes are those read from other ranks' slots (or, for
- * single-copy reads, buffers): data another core wrote, which moves slower than a local copy. */
-typedef enum { ALGO_LINK_NET = 0, ALGO_LINK_ARENA = 1 } algo_link_t;
+ * synchronisation through the host arena, whose bytes are those read from other ranks' slots (data
+ * another core wrote, which moves slower than a local copy), or read straight from their buffers
+ * (single-copy reads, process_vm_readv: slower still, each call pins the pages it reads). A connection's
+ * bytes are priced at an exchange's rate (the rank sends and receives at once, as ring and pairwise steps
+ * do); oneway counts the bytes a rank only sends or only receives, its link idle the other way (a
+ * broadcast's root), which where the cores are the bound (one host) run up to twice as fast. */
+typedef enum { ALGO_LINK_NET = 0, ALGO_LINK_ARENA = 1, ALGO_LINK_CMA = 2 } algo_link_t;
 
 typedef struct algo_shape {
     int p;
     double n;     /* bytes */
     double chunk; /* pipelining unit of the connection algorithms (CHORUS_CHUNK_SIZE) */
     double slot;  /* host arena slot (CHORUS_SHM_SLOT_SIZE) */
+    int shared;   /* ranks outnumber the cores of their host: work that overlaps elsewhere adds up here */
 } algo_shape_t;
 
 typedef struct algo_cost {
@@ -64,6 +70,7 @@ typedef struct algo_cost {
     double bytes;   /* bytes through the busiest rank's link (arena: read from peers), in sequence */
     double copied;  /* bytes copied in local memory (staging, packing, arena slots), in sequence */
     double reduced; /* bytes reduced, in sequence */
+    double oneway;  /* further bytes the busiest rank only sends or only receives (connections only) */
 } algo_cost_t;
 
 typedef algo_cost_t (*algo_cost_fn)(const algo_shape_t *s);

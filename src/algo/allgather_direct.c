@@ -31,5 +31,5 @@ algo_cost_t allgather_direct_cost(const algo_shape_t *s)
 {
     int p = s->p;
     double n = s->n;
-    return (algo_cost_t){ALGO_LINK_ARENA, algo_pieces(n, p * s->slot), (p - 1.0) / p * n, 2 * n / p, 0};
+    return (algo_cost_t){ALGO_LINK_ARENA, algo_pieces(n, p * s->slot), (p - 1.0) / p * n, 2 * n / p, 0, 0};
 }

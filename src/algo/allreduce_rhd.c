@@ -47,5 +47,5 @@ algo_cost_t allreduce_rhd_cost(const algo_shape_t *s)
     int pv = algo_pow2_floor(p), odd = pv != p;
     double lg = algo_log2_ceil(pv);
     return (algo_cost_t){ALGO_LINK_NET, 2 * lg + 2 * odd, 2.0 * (pv - 1) / pv * n + 2.0 * odd * n, 0,
-                         (pv - 1.0) / pv * n + odd * n};
+                         (pv - 1.0) / pv * n + odd * n, 0};
 }

@@ -4,8 +4,8 @@
  * while chunk i+1 is still being reduced on its way up.
  *
  * Steps: 2 h + k - 1 chunk hops, h = ceil(log2 p) the tree's height, k the number of chunks. Bytes sent
- * per rank: n up (the root: none) and n down to each child (at most 2), so at most 3n. Reduction per rank:
- * n per child. Time ~ (2h + k - 1)(alpha + 3 n/(k beta)). Restrictions: none.
+ * per rank: n up (the root: none) and n down to each child (at most 2), so at most 3n (2 ranks: n, 3
+ * ranks: 2n). Reduction per rank: n per child. Time ~ (2h + k - 1)(alpha + 3 n/(k beta)). Restrictions: none.
  */
 #include "algo/algo.h"
 #include "algo/trees.h"
@@ -27,6 +27,8 @@ algo_cost_t allreduce_tree_cost(const algo_shape_t *s)
 {
     int p = s->p;
     double n = s->n;
-    double h = algo_log2_ceil(p), k = algo_pieces(n, s->chunk);
-    return (algo_cost_t){ALGO_LINK_NET, 2 * h + k - 1, (2 * h + k - 1) * 3 * n / k, 0, 2 * n};
+    /* The busiest rank's links, each way: a parent and two children from 4 ranks on, 2 with 3 ranks (rank 2
+     * has one child), 1 with 2 (the root and its one child); the two children only from 4 ranks on. */
+    double h = algo_log2_ceil(p), k = algo_pieces(n, s->chunk), links = p >= 4 ? 3 : p - 1, kids = p >= 4 ? 2 : 1;
+    return (algo_cost_t){ALGO_LINK_NET, 2 * h + k - 1, (2 * h + k - 1) * links * n / k, 0, kids * n, 0};
 }

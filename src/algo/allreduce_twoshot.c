@@ -20,5 +20,5 @@ algo_cost_t allreduce_twoshot_cost(const algo_shape_t *s)
     /* n in; the other slots' parts of this rank's 1/p read and combined; n/p written back; the other
      * ranks' results read. */
     return (algo_cost_t){ALGO_LINK_ARENA, 2 * algo_pieces(n, s->slot), 2.0 * (p - 1) / p * n, n + n / p,
-                         (p - 1.0) / p * n};
+                         (p - 1.0) / p * n, 0};
 }

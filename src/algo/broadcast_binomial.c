@@ -30,7 +30,8 @@ algo_cost_t broadcast_binomial_cost(const algo_shape_t *s)
 {
     int p = s->p;
     double n = s->n;
-    /* The root sends n to each of its ceil(log2 p) children in turn, one message per chunk. */
+    /* The root sends n to each of its ceil(log2 p) children in turn, one message per chunk, and receives
+     * nothing: one way. */
     double lg = algo_log2_ceil(p);
-    return (algo_cost_t){ALGO_LINK_NET, lg * algo_pieces(n, s->chunk), lg * n, n, 0};
+    return (algo_cost_t){ALGO_LINK_NET, lg * algo_pieces(n, s->chunk), 0, n, 0, lg * n};
 }

@@ -4,8 +4,8 @@
  * and the root returns once all have read.
  *
  * Steps: 2 synchronisations. Bytes: n read by every other rank from the root, one copy each (the arena
- * path copies twice). Copied: n at the root out of place. Restrictions: direct access and single-copy
- * reads.
+ * path copies twice). Copied: n at the root out of place, while the others read (off their path).
+ * Restrictions: direct access and single-copy reads.
  */
 #include <string.h>
 
@@ -37,5 +37,5 @@ chorus_result_t broadcast_cma(prims_t *p, const coll_args_t *a)
 algo_cost_t broadcast_cma_cost(const algo_shape_t *s)
 {
     double n = s->n;
-    return (algo_cost_t){ALGO_LINK_ARENA, 2, n, n, 0};
+    return (algo_cost_t){ALGO_LINK_CMA, 2, n, 0, 0, 0};
 }

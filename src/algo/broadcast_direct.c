@@ -40,6 +40,8 @@ chorus_result_t broadcast_direct(prims_t *p, const coll_args_t *a)
 algo_cost_t broadcast_direct_cost(const algo_shape_t *s)
 {
     double n = s->n;
-    /* The root's copies in overlap the others' reads, a chunk behind; its copies out add to its path. */
-    return (algo_cost_t){ALGO_LINK_ARENA, algo_pieces(n, s->slot), n, n, 0};
+    /* The critical path is the readers': the root's copies in (and out, out of place) run while they read
+     * the chunk before, so only the first chunk's copy in comes before the reads; unless the ranks
+     * outnumber the cores, and the root's copies take the cores the readers need. */
+    return (algo_cost_t){ALGO_LINK_ARENA, algo_pieces(n, s->slot), n, s->shared ? n : CHORUS_MIN(n, s->slot), 0, 0};
 }

@@ -32,7 +32,8 @@ algo_cost_t reduce_binomial_cost(const algo_shape_t *s)
 {
     int p = s->p;
     double n = s->n;
-    /* The root receives and combines n from each of its ceil(log2 p) children in turn. */
+    /* The root receives and combines n from each of its ceil(log2 p) children in turn, and sends nothing:
+     * one way. */
     double lg = algo_log2_ceil(p);
-    return (algo_cost_t){ALGO_LINK_NET, lg * algo_pieces(n, s->chunk), lg * n, 0, lg * n};
+    return (algo_cost_t){ALGO_LINK_NET, lg * algo_pieces(n, s->chunk), 0, 0, lg * n, lg * n};
 }

@@ -30,5 +30,7 @@ algo_cost_t reduce_chain_cost(const algo_shape_t *s)
     int p = s->p;
     double n = s->n;
     double k = algo_pieces(n, s->chunk);
-    return (algo_cost_t){ALGO_LINK_NET, p - 1 + k - 1, (p - 1 + k - 1) * n / k, 0, n};
+    /* Middle ranks receive and send at once (an exchange's load); with 2 ranks there are none. */
+    double hops = (p - 1 + k - 1) * n / k;
+    return (algo_cost_t){ALGO_LINK_NET, p - 1 + k - 1, p > 2 ? hops : 0, 0, n, p > 2 ? 0 : hops};
 }

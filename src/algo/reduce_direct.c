@@ -18,5 +18,5 @@ algo_cost_t reduce_direct_cost(const algo_shape_t *s)
     int p = s->p;
     double n = s->n;
     return (algo_cost_t){ALGO_LINK_ARENA, 2 * algo_pieces(n, s->slot), 2.0 * (p - 1) / p * n, 2 * n + n / p,
-                         (p - 1.0) / p * n};
+                         (p - 1.0) / p * n, 0};
 }

@@ -47,5 +47,5 @@ algo_cost_t reduce_rabenseifner_cost(const algo_shape_t *s)
     double n = s->n;
     int pv = algo_pow2_floor(p), odd = pv != p;
     return (algo_cost_t){ALGO_LINK_NET, 2 * algo_log2_ceil(pv) + odd, 2.0 * (pv - 1) / pv * n + odd * n, 0,
-                         (pv - 1.0) / pv * n + odd * n};
+                         (pv - 1.0) / pv * n + odd * n, 0};
 }

@@ -2,9 +2,11 @@
  * The measurements behind the cost model, on every rank of a communicator together, in the same order:
  *   1. rank 0 times local copies and float32 sums (beta_copy, gamma; chorus-tune also finds the cache
  *      size and the memory regime);
- *   2. rank 0 and its partner (the first rank on another host, else rank 1) ping-pong 8 bytes (alpha) and
- *      exchange larger messages (beta) over their connection (shm on one host, tcp across hosts);
- *   3. with the host arena, every rank runs batches of barriers through it, timed at rank 0 (its alpha).
+ *   2. rank 0 and its partner (the first rank on another host, else rank 1) ping-pong 8 bytes (alpha),
+ *      exchange larger messages (beta) and send them one way (beta_oneway) over their connection (shm on
+ *      one host, tcp across hosts);
+ *   3. with the host arena, every rank runs batches of barriers through it, timed at rank 0 (its alpha),
+ *      then direct and single-copy allgathers (the arena's beta, beta_cma).
  * Each figure is the best of its repetitions: the least disturbed run is the closest to what the hardware
  * does, and the share of the cores that ranks outnumbering them get is the model's own term. At init
  * (tune_setup) the measurement is the quick one, a few milliseconds, and rank 0's parameters and rules
@@ -28,61 +30,69 @@ typedef struct tune_effort {
 } tune_effort_t;
 
 #define TUNE_SMALL 8
-#define TUNE_LARGE (256u << 10)
 #define TUNE_MEMORY_BYTES (32u << 20)
+#define TUNE_SCRATCH_BYTES (2 * (size_t)TUNE_CACHE_BYTES)
 #define TUNE_BATCH 8
 
-static const tune_effort_t tune_quick = {.local_runs = 10, .small_trips = 64, .large_trips = 16, .barrier_batches = 8};
+static const tune_effort_t tune_quick = {.local_runs = 10, .small_trips = 64, .large_trips = 8, .barrier_batches = 8};
 static const tune_effort_t tune_thorough = {
     .local_runs = 20, .small_trips = 1000, .large_trips = 100, .memory_trips = 5, .barrier_batches = 100};
 
-/* Best time of `trips` transfers of `bytes` between rank 0 (the timer) and partner. Ping-pong (one way at
- * a time: half a round trip) for the latency; for the bandwidth, both ranks send and receive at once, as
- * the exchanges of ring, pairwise and halving-doubling steps do (on shared memory the two directions
- * share the two ranks' cores, so a ping-pong would promise twice the rate they get). */
-static chorus_result_t tune_transfer(prims_t *p, int partner, char *buf, size_t bytes, int trips, int exchange,
-                                     double *time_p)
+typedef enum { TUNE_PINGPONG, TUNE_EXCHANGE, TUNE_ONEWAY } tune_pattern_t;
+
+/* Best time of `trips` transfers of `bytes` between rank 0 (the timer) and partner:
+ *   PINGPONG  there and back, one way at a time; the time is half the round trip (the latency);
+ *   EXCHANGE  both ranks send and receive at once, as the steps of ring, pairwise and halving-doubling
+ *             do (on one host the two directions share the two ranks' cores);
+ *   ONEWAY    rank 0 sends, its partner answers with 8 bytes, as a broadcast's root sends (the time
+ *             includes both latencies). */
+static chorus_result_t tune_transfer(prims_t *p, int partner, char *buf, size_t bytes, int trips,
+                                     tune_pattern_t pattern, double *time_p)
 {
     int me = prims_rank(p), peer = me == 0 ? partner : 0;
+    size_t back = pattern == TUNE_ONEWAY ? TUNE_SMALL : bytes;
     double best = INFINITY;
     for (int t = 0; t < trips; t++) {
         int64_t t0 = time_now_ns();
-        if (exchange)
+        if (pattern == TUNE_EXCHANGE)
             CHECK(prims_sendrecv(p, peer, buf, bytes, peer, buf + bytes, bytes));
         else if (me == 0) {
             CHECK(prims_send(p, peer, buf, bytes));
-            CHECK(prims_recv(p, peer, buf, bytes));
+            CHECK(prims_recv(p, peer, buf, back));
         } else {
             CHECK(prims_recv(p, peer, buf, bytes));
-            CHECK(prims_send(p, peer, buf, bytes));
+            CHECK(prims_send(p, peer, buf, back));
         }
         double t1 = (double)(time_now_ns() - t0) * 1e-9;
         if (t1 < best) best = t1;
     }
-    *time_p = exchange ? best : best / 2;
+    *time_p = pattern == TUNE_PINGPONG ? best / 2 : best;
     return CHORUS_SUCCESS;
 }
 
-static chorus_result_t tune_measure_link(prims_t *p, tune_state_t *ts, const tune_effort_t *e)
+/* alpha, and beta of the exchange and of one way, in the cache regime and (thorough) the memory one. */
+static chorus_result_t tune_measure_link(prims_t *p, tune_state_t *ts, const tune_effort_t *e, char *scratch)
 {
     int me = prims_rank(p), partner = ts->partner;
     if (me != 0 && me != partner) return CHORUS_SUCCESS;
-    size_t max = e->memory_trips ? TUNE_MEMORY_BYTES : TUNE_LARGE;
-    char *buf = calloc(2, max);
+    char *buf = e->memory_trips ? calloc(2, TUNE_MEMORY_BYTES) : scratch;
     if (!buf) return CHORUS_ERR_NO_MEMORY;
-    double small = 0, large = 0, memory = 0;
-    chorus_result_t res = tune_transfer(p, partner, buf, TUNE_SMALL, e->small_trips, 0, &small);
-    if (res == CHORUS_SUCCESS) res = tune_transfer(p, partner, buf, TUNE_LARGE, e->large_trips, 1, &large);
-    if (res == CHORUS_SUCCESS && e->memory_trips)
-        res = tune_transfer(p, partner, buf, TUNE_MEMORY_BYTES, e->memory_trips, 1, &memory);
-    free(buf);
     tune_params_t *tp = &ts->file.params;
     tune_link_t link = ts->comm.net;
-    if (res == CHORUS_SUCCESS && me == 0 && small > 0) {
-        tp->alpha[link] = small;
-        if (large > small) tp->beta[link][TUNE_CACHE] = TUNE_LARGE / (large - small);
-        if (memory > small) tp->beta[link][TUNE_MEMORY] = TUNE_MEMORY_BYTES / (memory - small);
+    double small = 0;
+    chorus_result_t res = tune_transfer(p, partner, buf, TUNE_SMALL, e->small_trips, TUNE_PINGPONG, &small);
+    for (int r = 0; r < (e->memory_trips ? TUNE_REGIMES : 1) && res == CHORUS_SUCCESS; r++) {
+        size_t bytes = r == TUNE_CACHE ? TUNE_CACHE_BYTES : TUNE_MEMORY_BYTES;
+        int trips = r == TUNE_CACHE ? e->large_trips : e->memory_trips;
+        double both = 0, one = 0;
+        res = tune_transfer(p, partner, buf, bytes, trips, TUNE_EXCHANGE, &both);
+        if (res == CHORUS_SUCCESS) res = tune_transfer(p, partner, buf, bytes, trips, TUNE_ONEWAY, &one);
+        if (res != CHORUS_SUCCESS || me != 0 || small <= 0) continue;
+        if (both > small) tp->beta[link][r] = (double)bytes / (both - small);
+        if (one > 2 * small) tp->beta_oneway[link][r] = (double)bytes / (one - 2 * small);
     }
+    if (buf != scratch) free(buf);
+    if (res == CHORUS_SUCCESS && me == 0 && small > 0) tp->alpha[link] = small;
     return res;
 }
 
@@ -101,23 +111,25 @@ static chorus_result_t tune_time_algo(prims_t *p, algo_run_fn run, const coll_ar
     return res;
 }
 
-/* Best time of `runs` direct allgathers of `each` bytes per rank (an allgather moves (p - 1) each from
- * the peers' slots into every rank: the arena's beta). */
-static chorus_result_t tune_time_allgather(prims_t *p, size_t each, int runs, double *best_p)
+/* Best time of `runs` allgathers (direct or single-copy) of `each` bytes per rank, in scratch where they
+ * fit. */
+static chorus_result_t tune_time_allgather(prims_t *p, algo_run_fn run, size_t each, int runs, char *scratch,
+                                           double *best_p)
 {
     int n = prims_nranks(p);
-    char *buf = calloc((size_t)n + 1, each);
+    char *buf = ((size_t)n + 1) * each <= TUNE_SCRATCH_BYTES ? scratch : calloc((size_t)n + 1, each);
     if (!buf) return CHORUS_ERR_NO_MEMORY;
     coll_args_t a = {.coll = COLL_ALLGATHER, .sendbuf = buf + (size_t)n * each, .recvbuf = buf, .count = each,
                      .dtype = chorus_uint8};
-    chorus_result_t res = tune_time_algo(p, allgather_direct, &a, runs, best_p);
-    free(buf);
+    chorus_result_t res = tune_time_algo(p, run, &a, runs, best_p);
+    if (buf != scratch) free(buf);
     return res;
 }
 
 /* alpha: the best mean of batches of back-to-back barriers (a single one can find every peer there
- * already). beta: from a direct allgather, what its cost terms leave to the reads from the peers. */
-static chorus_result_t tune_measure_arena(prims_t *p, tune_state_t *ts, const tune_effort_t *e)
+ * already). beta of the arena and of single-copy reads: from a direct and a single-copy allgather (each
+ * moves (p - 1) each from the peers into every rank), what its cost terms leave to those reads. */
+static chorus_result_t tune_measure_arena(prims_t *p, tune_state_t *ts, const tune_effort_t *e, char *scratch)
 {
     tune_params_t *tp = &ts->file.params;
     coll_args_t barrier = {.coll = COLL_BARRIER};
@@ -131,17 +143,26 @@ static chorus_result_t tune_measure_arena(prims_t *p, tune_state_t *ts, const tu
     }
     int me = prims_rank(p), n = prims_nranks(p);
     if (me == 0 && best > 0 && isfinite(best)) tp->alpha[TUNE_LINK_ARENA] = best / share;
-    for (int r = 0; r < (e->memory_trips ? TUNE_REGIMES : 1); r++) {
-        /* Per rank: a quarter of a slot in cache (so one phase), 16 MiB in memory. */
-        size_t each = r == TUNE_CACHE ? CHORUS_MAX((size_t)ts->comm.slot / 4, (size_t)4096) : 16u << 20;
-        double t;
-        CHECK(tune_time_allgather(p, each, r == TUNE_CACHE ? e->large_trips : e->memory_trips, &t));
-        algo_shape_t shape = {.p = n, .n = (double)each * n, .chunk = ts->comm.chunk, .slot = ts->comm.slot};
-        algo_cost_t c = allgather_direct_cost(&shape);
-        double rest = t / share - c.steps * tp->alpha[TUNE_LINK_ARENA] - c.copied / tp->beta_copy[r];
-        /* Reading a peer's slot is a copy: no faster than a local one (a disturbed subtraction could
-         * otherwise promise any rate). */
-        if (me == 0 && rest > 0) tp->beta[TUNE_LINK_ARENA][r] = CHORUS_MIN(c.bytes / rest, tp->beta_copy[r]);
+    static const struct {
+        algo_run_fn run;
+        algo_cost_fn cost;
+    } ways[] = {{allgather_direct, allgather_direct_cost}, {allgather_cma, allgather_cma_cost}};
+    for (size_t w = 0; w < CHORUS_ARRAY_SIZE(ways) && (w == 0 || ts->comm.caps.single_copy); w++) {
+        double *rate = w == 0 ? tp->beta[TUNE_LINK_ARENA] : tp->beta_cma;
+        for (int r = 0; r < (e->memory_trips ? TUNE_REGIMES : 1); r++) {
+            /* In all: TUNE_CACHE_BYTES in cache; per rank 16 MiB in memory. */
+            size_t each = r == TUNE_CACHE ? CHORUS_MAX(TUNE_CACHE_BYTES / (size_t)n, (size_t)4096) : 16u << 20;
+            double t;
+            CHECK(tune_time_allgather(p, ways[w].run, each, r == TUNE_CACHE ? e->large_trips : e->memory_trips,
+                                      scratch, &t));
+            algo_shape_t shape = {.p = n, .n = (double)each * n, .chunk = ts->comm.chunk, .slot = ts->comm.slot,
+                                  .shared = ts->comm.caps.oversubscribed};
+            algo_cost_t c = ways[w].cost(&shape);
+            double rest = t / share - c.steps * tp->alpha[TUNE_LINK_ARENA] - c.copied / tp->beta_copy[r];
+            /* Reading a peer's data is a copy: no faster than a local one (a disturbed subtraction could
+             * otherwise promise any rate). */
+            if (me == 0 && rest > 0) rate[r] = CHORUS_MIN(c.bytes / rest, tp->beta_copy[r]);
+        }
     }
     return CHORUS_SUCCESS;
 }
@@ -150,16 +171,25 @@ chorus_result_t tune_measure(prims_t *p, tune_state_t *ts, int thorough)
 {
     const tune_effort_t *e = thorough ? &tune_thorough : &tune_quick;
     tune_params_t *tp = &ts->file.params;
+    /* One scratch buffer for every cache-regime measurement, its pages touched by every rank at once: a
+     * page's first touch is what costs most here (4 ms per MiB on the reference machine, a virtual
+     * machine; a tenth of a millisecond on bare metal), and would otherwise fall into the timed runs or
+     * keep a partner waiting. */
+    char *scratch = malloc(TUNE_SCRATCH_BYTES);
+    if (!scratch) return CHORUS_ERR_NO_MEMORY;
+    memset(scratch, 1, TUNE_SCRATCH_BYTES);
     if (prims_rank(p) == 0) {
-        tune_measure_local(tp, TUNE_CACHE, e->local_runs);
+        tune_measure_local(tp, TUNE_CACHE, e->local_runs, scratch);
         if (thorough) {
-            tune_measure_local(tp, TUNE_MEMORY, 5);
+            tune_measure_local(tp, TUNE_MEMORY, 5, NULL);
             double cache = tune_measure_cache_bytes();
             if (cache > 0) tp->cache_bytes = cache;
         }
     }
-    if (prims_nranks(p) > 1) CHECK(tune_measure_link(p, ts, e));
-    if (ts->comm.caps.direct) CHECK(tune_measure_arena(p, ts, e));
+    chorus_result_t res = prims_nranks(p) > 1 ? tune_measure_link(p, ts, e, scratch) : CHORUS_SUCCESS;
+    if (res == CHORUS_SUCCESS && ts->comm.caps.direct) res = tune_measure_arena(p, ts, e, scratch);
+    free(scratch);
+    CHECK(res);
     if (prims_rank(p) == 0) {
         char was[sizeof(tp->source)];
         snprintf(was, sizeof(was), "%s", tp->source);

@@ -20,14 +20,16 @@ static const char *const regime_names[TUNE_REGIMES] = {"cache", "memory"};
 const char *tune_link_name(tune_link_t link) { return link < TUNE_LINK_COUNT ? link_names[link] : "?"; }
 
 /* Measured with `chorusrun -n 2 chorus-tune` on the reference machine (docs/tuning.md: a 2-core VM,
- * Debian 12); a tuning file or the measurement at init replaces them. */
+ * Debian 12), the median of three runs; a tuning file or the measurement at init replaces them. */
 void tune_params_builtin(tune_params_t *tp)
 {
     *tp = (tune_params_t){
-        .alpha = {[TUNE_LINK_SHM] = 0.33e-6, [TUNE_LINK_TCP] = 5.2e-6, [TUNE_LINK_ARENA] = 0.28e-6},
-        .beta = {[TUNE_LINK_SHM] = {17.7e9, 9.6e9}, [TUNE_LINK_TCP] = {6.1e9, 1.8e9}, [TUNE_LINK_ARENA] = {18.6e9, 17e9}},
-        .beta_copy = {106e9, 20e9},
-        .gamma = {0.018e-9, 0.076e-9},
+        .alpha = {[TUNE_LINK_SHM] = 0.36e-6, [TUNE_LINK_TCP] = 6.1e-6, [TUNE_LINK_ARENA] = 0.31e-6},
+        .beta = {[TUNE_LINK_SHM] = {16.9e9, 8.6e9}, [TUNE_LINK_TCP] = {4.6e9, 1.87e9}, [TUNE_LINK_ARENA] = {22.9e9, 15.1e9}},
+        .beta_oneway = {[TUNE_LINK_SHM] = {29.5e9, 19.7e9}, [TUNE_LINK_TCP] = {6.2e9, 7.4e9}},
+        .beta_cma = {12.5e9, 3.9e9},
+        .beta_copy = {53e9, 16.1e9},
+        .gamma = {0.030e-9, 0.0998e-9},
         .cache_bytes = 32 << 20,
     };
     snprintf(tp->source, sizeof(tp->source), "built in (the reference machine)");
@@ -35,10 +37,10 @@ void tune_params_builtin(tune_params_t *tp)
 
 double tune_memory_share(const tune_params_t *tp, const tune_comm_t *tc, double n)
 {
-    double w = 2 * n * CHORUS_MAX(tc->ranks_per_host, 1), lo = tp->cache_bytes / 8;
+    double w = 2 * n * CHORUS_MAX(tc->ranks_per_host, 1), lo = tp->cache_bytes / 4, hi = tp->cache_bytes * 4;
     if (w <= lo) return 0;
-    if (w >= tp->cache_bytes) return 1;
-    return log2(w / lo) / 3;
+    if (w >= hi) return 1;
+    return log2(w / lo) / log2(hi / lo);
 }
 
 /* Seconds per byte at rate[cache] and rate[memory], blended by the memory share f. */
@@ -49,13 +51,14 @@ static double tune_per_byte(const double rate[TUNE_REGIMES], double f)
 
 double tune_predict(const tune_params_t *tp, const tune_comm_t *tc, const algo_desc_t *d, double n)
 {
-    algo_shape_t shape = {.p = tc->nranks, .n = n, .chunk = tc->chunk, .slot = tc->slot};
+    algo_shape_t shape = {.p = tc->nranks, .n = n, .chunk = tc->chunk, .slot = tc->slot, .shared = tc->caps.oversubscribed};
     algo_cost_t c = d->cost(&shape);
-    tune_link_t link = c.link == ALGO_LINK_ARENA ? TUNE_LINK_ARENA : tc->net;
+    tune_link_t link = c.link == ALGO_LINK_NET ? tc->net : TUNE_LINK_ARENA;
     double f = tune_memory_share(tp, tc, n);
     double t = c.steps * tp->alpha[link] + c.copied * tune_per_byte(tp->beta_copy, f) +
                c.reduced * ((1 - f) * tp->gamma[TUNE_CACHE] + f * tp->gamma[TUNE_MEMORY]);
-    if (c.bytes > 0) t += c.bytes * tune_per_byte(tp->beta[link], f);
+    if (c.bytes > 0) t += c.bytes * tune_per_byte(c.link == ALGO_LINK_CMA ? tp->beta_cma : tp->beta[link], f);
+    if (c.oneway > 0) t += c.oneway * tune_per_byte(tp->beta_oneway[link], f);
     return tune_share(tc) * t;
 }
 
@@ -223,14 +226,19 @@ static int tune_parse_line(tune_file_t *tf, char **w, int nw, int *version_p, ch
         return 0;
     }
     if (strcmp(w[0], "beta") == 0 && nw == 4 && r >= 0 && tune_parse_value(w[3], &v) == 0 && v > 0) {
-        if (strcmp(w[1], "copy") == 0) {
-            tf->params.beta_copy[r] = v;
+        if (strcmp(w[1], "copy") == 0 || strcmp(w[1], "cma") == 0) {
+            (strcmp(w[1], "copy") == 0 ? tf->params.beta_copy : tf->params.beta_cma)[r] = v;
             return 0;
         }
         if ((link = tune_find_link(w[1])) >= 0) {
             tf->params.beta[link][r] = v;
             return 0;
         }
+    }
+    if (strcmp(w[0], "oneway") == 0 && nw == 4 && r >= 0 && (link = tune_find_link(w[1])) >= 0 &&
+        link != TUNE_LINK_ARENA && tune_parse_value(w[3], &v) == 0 && v > 0) {
+        tf->params.beta_oneway[link][r] = v;
+        return 0;
     }
     if (strcmp(w[0], "gamma") == 0 && nw == 3 && (r = tune_find_regime(w[1])) >= 0 && tune_parse_value(w[2], &v) == 0) {
         tf->params.gamma[r] = v;
@@ -250,8 +258,9 @@ static int tune_parse_line(tune_file_t *tf, char **w, int nw, int *version_p, ch
         tf->nrules++;
         return 0;
     }
-    snprintf(err, errlen, "cannot read \"%s ...\" (expected alpha shm|tcp|arena T, beta shm|tcp|arena|copy cache|memory "
-             "RATE, gamma cache|memory T, cache SIZE, rule COLL ALGO [bounds], machine, date)", w[0]);
+    snprintf(err, errlen, "cannot read \"%s ...\" (expected alpha shm|tcp|arena T, beta shm|tcp|arena|copy|cma "
+             "cache|memory RATE, oneway shm|tcp cache|memory RATE, gamma cache|memory T, cache SIZE, "
+             "rule COLL ALGO [bounds], machine, date)", w[0]);
     return -1;
 }
 
@@ -305,8 +314,11 @@ chorus_result_t tune_file_write(const char *path, const tune_params_t *tp, char 
     for (int r = 0; r < TUNE_REGIMES; r++) {
         for (int l = 0; l < TUNE_LINK_COUNT; l++)
             fprintf(f, "beta %s %s %.4gGB/s\n", link_names[l], regime_names[r], tp->beta[l][r] / 1e9);
-        fprintf(f, "beta copy %s %.4gGB/s\ngamma %s %.4gns\n", regime_names[r], tp->beta_copy[r] / 1e9, regime_names[r],
-                tp->gamma[r] * 1e9);
+        for (int l = 0; l < TUNE_LINK_COUNT; l++)
+            if (l != TUNE_LINK_ARENA)
+                fprintf(f, "oneway %s %s %.4gGB/s\n", link_names[l], regime_names[r], tp->beta_oneway[l][r] / 1e9);
+        fprintf(f, "beta cma %s %.4gGB/s\nbeta copy %s %.4gGB/s\ngamma %s %.4gns\n", regime_names[r],
+                tp->beta_cma[r] / 1e9, regime_names[r], tp->beta_copy[r] / 1e9, regime_names[r], tp->gamma[r] * 1e9);
     }
     fprintf(f, "cache %.0f\n", tp->cache_bytes);
     fprintf(f, "# rules, tried in order before the model: rule COLLECTIVE ALGORITHM [ranks>=P] [bytes>=N] [bytes<=N]\n");
@@ -332,48 +344,51 @@ static double tune_best_of(void (*fn)(void *), void *arg, int runs)
 }
 
 typedef struct tune_bufs {
-    float *a, *b, *c;
+    float *a, *b;
     size_t count;
+    int owned;
 } tune_bufs_t;
 
 static void tune_copy_once(void *arg)
 {
     tune_bufs_t *m = arg;
-    memcpy(m->c, m->a, m->count * sizeof(float));
+    memcpy(m->b, m->a, m->count * sizeof(float));
     __asm__ volatile("" ::: "memory");
 }
 
+/* b = a + b: two reads and a write per element, as a reduction step's. */
 static void tune_reduce_once(void *arg)
 {
     tune_bufs_t *m = arg;
-    reduce_apply3(m->c, m->a, m->b, m->count, chorus_float32, chorus_sum);
+    reduce_apply3(m->b, m->a, m->b, m->count, chorus_float32, chorus_sum);
 }
 
 static void tune_bufs_free(tune_bufs_t *m)
 {
+    if (!m->owned) return;
     free(m->a);
     free(m->b);
-    free(m->c);
 }
 
-static int tune_bufs_alloc(tune_bufs_t *m, size_t bytes)
+/* Two buffers of `bytes`, in `scratch` (room for both) or allocated. */
+static int tune_bufs_alloc(tune_bufs_t *m, size_t bytes, void *scratch)
 {
-    *m = (tune_bufs_t){.count = bytes / sizeof(float)};
-    m->a = malloc(bytes);
-    m->b = malloc(bytes);
-    m->c = malloc(bytes);
-    if (!m->a || !m->b || !m->c) {
+    *m = (tune_bufs_t){.count = bytes / sizeof(float), .owned = !scratch};
+    m->a = scratch ? scratch : malloc(bytes);
+    m->b = scratch ? (float *)scratch + m->count : malloc(bytes);
+    if (!m->a || !m->b) {
         tune_bufs_free(m);
         return -1;
     }
-    for (size_t i = 0; i < m->count; i++) m->a[i] = m->b[i] = m->c[i] = (float)i;
+    for (size_t i = 0; i < m->count; i++) m->a[i] = m->b[i] = (float)i;
     return 0;
 }
 
-void tune_measure_local(tune_params_t *tp, tune_regime_t r, int runs)
+void tune_measure_local(tune_params_t *tp, tune_regime_t r, int runs, void *scratch)
 {
     tune_bufs_t m;
-    if (tune_bufs_alloc(&m, r == TUNE_CACHE ? 256u << 10 : 64u << 20) != 0) return;
+    if (tune_bufs_alloc(&m, r == TUNE_CACHE ? TUNE_CACHE_BYTES : 64u << 20, r == TUNE_CACHE ? scratch : NULL) != 0)
+        return;
     double bytes = (double)(m.count * sizeof(float));
     double copy = tune_best_of(tune_copy_once, &m, runs), red = tune_best_of(tune_reduce_once, &m, runs);
     if (copy > 0) tp->beta_copy[r] = bytes / copy;
@@ -387,12 +402,12 @@ double tune_measure_cache_bytes(void)
     double in_cache = 0, found = 0;
     for (size_t bytes = 1u << 20; bytes <= (64u << 20); bytes *= 2) {
         tune_bufs_t m;
-        if (tune_bufs_alloc(&m, bytes) != 0) break;
+        if (tune_bufs_alloc(&m, bytes, NULL) != 0) break;
         double rate = (double)bytes / tune_best_of(tune_copy_once, &m, 10);
         tune_bufs_free(&m);
         if (in_cache == 0) in_cache = rate;
         if (rate < in_cache / 2) break;
-        found = 3.0 * (double)bytes;
+        found = 2.0 * (double)bytes;
     }
     return found;
 }

@@ -3,13 +3,15 @@
  * algorithm's cost terms (algo.h) predict with them, and where the parameters come from (built in,
  * a tuning file written by chorus-tune, or a short measurement at init). docs/tuning.md.
  *
- *     T = s (steps alpha[link] + bytes / beta[link][r] + copied / beta_copy[r] + reduced gamma[r])
+ *     T = s (steps alpha[link] + bytes / beta[link][r] + oneway / beta_oneway[link][r]
+ *            + copied / beta_copy[r] + reduced gamma[r])
  *
- * link: the pair connections (shared-memory rings inside a host, TCP between hosts) or the host arena.
- * r: the regime. Every per-byte cost is measured twice, in cache and in memory, and blended by how far
- * the call's working set on the busiest host (its ranks' inputs and outputs, 2 n each) passes an eighth
- * of the last-level cache: all cache below that, all memory from the whole cache up, log-linear between
- * (caches are shared and the data of other ranks' cores arrives through them, so the knee is gradual).
+ * link: the pair connections (shared-memory rings inside a host, TCP between hosts) or the host arena
+ * (whose single-copy reads have a rate of their own, beta_cma). r: the regime. Every per-byte cost is
+ * measured twice, in cache and in memory, and blended by how far the call's working set on the busiest
+ * host (its ranks' inputs and outputs, 2 n each) passes a quarter of the last-level cache: all cache
+ * below that, all memory from four times the cache up, log-linear between (caches are shared and the
+ * data of other ranks' cores arrives through them, so the knee is gradual).
  * s = max(1, ranks on the busiest host / its cores):
  * ranks that outnumber the cores share them, and every term here is work those cores do (copies,
  * reductions, the scheduling a wait costs).
@@ -28,6 +30,8 @@ typedef enum { TUNE_CACHE, TUNE_MEMORY, TUNE_REGIMES } tune_regime_t;
 typedef struct tune_params {
     double alpha[TUNE_LINK_COUNT];               /* seconds per step (arena: per synchronisation) */
     double beta[TUNE_LINK_COUNT][TUNE_REGIMES];  /* bytes per second through a rank's link (arena: read from peers) */
+    double beta_oneway[TUNE_LINK_COUNT][TUNE_REGIMES]; /* a connection used one way (arena: unused) */
+    double beta_cma[TUNE_REGIMES];               /* bytes per second read from another process (process_vm_readv) */
     double beta_copy[TUNE_REGIMES];              /* bytes per second of a local memory copy */
     double gamma[TUNE_REGIMES];                  /* seconds per byte reduced (float32 sum) */
     double cache_bytes;                          /* working sets beyond this run at memory speed */
@@ -49,7 +53,9 @@ const char *tune_link_name(tune_link_t link);
 void tune_comm_set_cores(tune_comm_t *tc, int cores);
 /* s: the factor ranks that outnumber their host's cores pay (1 when they do not; tune_comm_set_cores). */
 double tune_share(const tune_comm_t *tc);
-/* How much of a call moving n bytes runs at memory speed (0: all in cache, 1: all in memory). */
+/* How much of a call moving n bytes runs at memory speed (0: all in cache, 1: all in memory): its
+ * working set on the busiest host, 2 n per rank, against the last-level cache, blended log-linearly from
+ * a quarter of the cache to four times it (caches are shared, with other ranks and other tenants). */
 double tune_memory_share(const tune_params_t *tp, const tune_comm_t *tc, double n);
 
 /* The parameters measured on the reference machine (docs/tuning.md says how and when). */
@@ -69,7 +75,8 @@ const algo_desc_t *tune_model_choice(const tune_params_t *tp, const tune_comm_t 
  *     machine <host> cores <n> cpu <model...>
  *     date <ISO 8601>
  *     alpha shm|tcp|arena <seconds>
- *     beta shm|tcp|arena|copy cache|memory <bytes per second>
+ *     beta shm|tcp|arena|copy|cma cache|memory <bytes per second>
+ *     oneway shm|tcp cache|memory <bytes per second>
  *     gamma cache|memory <seconds per byte>
  *     cache <bytes>
  *     rule <collective> <algorithm> [ranks>=P] [bytes>=N] [bytes<=N]
@@ -133,10 +140,15 @@ chorus_result_t tune_setup(prims_t *p, tune_state_t *ts, int calibrate, char *er
 /* This machine's description: "host cores N cpu MODEL". */
 void tune_machine(char *buf, size_t len, int *cores_p);
 
+/* The cache regime's buffers: within the last-level cache but past the private ones, as a collective's
+ * data is (another core wrote it). At 256 KiB copies here ran at 80-116 GB/s, at 1 to 8 MiB at 50-57. */
+#define TUNE_CACHE_BYTES (1u << 20)
+
 /* Local measurements (no peer involved): beta_copy and gamma of one regime, each the best of `runs`
- * (cache: 256 KiB buffers; memory: 64 MiB, well past any last-level cache). */
-void tune_measure_local(tune_params_t *tp, tune_regime_t r, int runs);
-/* The last-level cache as copies see it: the largest working set (three buffers) whose copy rate stays
+ * (cache: two TUNE_CACHE_BYTES buffers, in scratch when it is not NULL; memory: 64 MiB, well past any
+ * last-level cache). */
+void tune_measure_local(tune_params_t *tp, tune_regime_t r, int runs, void *scratch);
+/* The last-level cache as copies see it: the largest working set (two buffers) whose copy rate stays
  * above half the one at 1 MiB, found by a sweep (about 50 ms). */
 double tune_measure_cache_bytes(void);
 

@@ -48,8 +48,26 @@ bad() { # file contents, what the error must say
 bad "alpha shm 5us" "must start with \"chorus-tuning 1\""
 bad "chorus-tuning 2" "this library reads version 1"
 bad $'chorus-tuning 1\nalpha nvlink 5us' "line 2"
+bad $'chorus-tuning 1\noneway arena cache 5GB/s' "line 2"
 bad $'chorus-tuning 1\nrule allreduce warp' "no algorithm \"warp\""
 bad $'chorus-tuning 1\nrule allreduce ring bytes<=lots' "bytes<=lots"
+# A connection's one-way rate prices what a rank only sends: the 2-rank chain broadcast (the head only
+# sends, the tail only receives) takes half the time at twice the rate; the ring allgather (exchanges)
+# does not move.
+at64m() { # collective, algorithm column, file
+    "$model" "$1" -p 2 -b 64M -e 64M --tuning-file "$3" | awk -v a="$2" '
+        /^# +bytes/ { for (i = 3; i <= NF; i++) if ($i == a) col = i - 1; next }
+        !/^#/ && col { v = $col; print (v ~ /ms$/ ? v * 1000 : v ~ /us$/ ? v + 0 : v * 1e6) }'
+}
+printf '%s\n' "chorus-tuning 1" "alpha shm 0" "beta shm cache 10GB/s" "beta shm memory 10GB/s" \
+    "oneway shm cache 10GB/s" "oneway shm memory 10GB/s" "beta copy cache 1e30" "beta copy memory 1e30" > "$tmp/one"
+sed 's/^oneway \(.*\) 10GB/oneway \1 20GB/' "$tmp/one" > "$tmp/two"
+c1=$(at64m broadcast chain "$tmp/one") c2=$(at64m broadcast chain "$tmp/two")
+r1=$(at64m allgather ring "$tmp/one") r2=$(at64m allgather ring "$tmp/two")
+echo "  chain broadcast 64M: ${c1:-?} us at 10 GB/s one way, ${c2:-?} at 20; ring allgather ${r1:-?}, ${r2:-?}"
+check "the one-way rate halves the 2-rank chain, not the ring" "$(awk -v a="$c1" -v b="$c2" -v r="$r1" -v s="$r2" \
+    'BEGIN { print (b > 0 && a / b > 1.9 && a / b < 2.1 && r == s) ? 0 : 1 }')"
+
 err=$("$model" allreduce -p 4 --tuning-file "$tmp/missing" 2>&1 >/dev/null)
 check "a missing file is named" "$(echo "$err" | grep -q "$tmp/missing" && echo 0 || echo 1)"
 err=$("$model" allreduce -p 8 --alpha fast 2>&1 >/dev/null)
