@@ -41,7 +41,10 @@ algo_cost_t broadcast_direct_cost(const algo_shape_t *s)
 {
     double n = s->n;
     /* The critical path is the readers': the root's copies in (and out, out of place) run while they read
-     * the chunk before, so only the first chunk's copy in comes before the reads; unless the ranks
-     * outnumber the cores, and the root's copies take the cores the readers need. */
-    return (algo_cost_t){ALGO_LINK_ARENA, algo_pieces(n, s->slot), n, s->shared ? n : CHORUS_MIN(n, s->slot), 0, 0};
+     * the chunk before, so only the first chunk's copy in comes before the reads. Where the ranks
+     * outnumber the cores, the cores do the whole host's work, whoever's path it is on: the root's 2 n
+     * copied and the others' (p - 1) n read, as an average per rank (s multiplies it back). */
+    int p = s->p;
+    if (s->shared) return (algo_cost_t){ALGO_LINK_ARENA, algo_pieces(n, s->slot), (p - 1.0) / p * n, 2 * n / p, 0, 0};
+    return (algo_cost_t){ALGO_LINK_ARENA, algo_pieces(n, s->slot), n, CHORUS_MIN(n, s->slot), 0, 0};
 }

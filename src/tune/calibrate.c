@@ -9,7 +9,7 @@
  *      then direct and single-copy allgathers (the arena's beta, beta_cma).
  * Each figure is the best of its repetitions: the least disturbed run is the closest to what the hardware
  * does, and the share of the cores that ranks outnumbering them get is the model's own term. At init
- * (tune_setup) the measurement is the quick one, a few milliseconds, and rank 0's parameters and rules
+ * (tune_setup) the measurement is the quick one, about 20 ms, and rank 0's parameters and rules
  * then go to every rank, so that every rank chooses the same algorithms.
  */
 #include <math.h>
