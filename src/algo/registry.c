@@ -77,7 +77,12 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * memory level or ahead). On 2 ranks sharing a host the direct Broadcast is level with or ahead of the
  * binomial tree at every size (0.65 of its time at 1 KiB, 0.75 at 16 KiB); the direct AllGather is ahead
  * of the ring only up to 64 KiB (0.7 of its time at 128 KiB), and the single-copy one took 0.8 to 0.9 of
- * the ring's time from 1 to 4 MiB (level at 8, behind at 16). */
+ * the ring's time from 1 to 4 MiB (level at 8, behind at 16). The one-shot AllReduce, where every rank
+ * combines all p slots, is ahead up to 64 KiB on 2 ranks (0.9 to 0.95 of the ring's time) and 128 KiB on
+ * 4 (level with twoshot and star there); the ring and rhd took 0.8 to 0.85 of its time on 2 ranks at
+ * 128 and 256 KiB, and twoshot (level with the mesh) 0.7 to 0.9 of it on 4 ranks at 256 and 512 KiB,
+ * where the star took 1.2 to 1.4 times twoshot's (alternating runs of 1000 and 2000 calls, and three
+ * bench/model-check runs). */
 #define RULE(c, n, ...) {.coll = c, .name = n, __VA_ARGS__}
 static const struct algo_rule {
     coll_kind_t coll;
@@ -88,7 +93,10 @@ static const struct algo_rule {
     int oversubscribed; /* 1: only where ranks outnumber the busiest host's cores */
     int pow2;           /* 1: only for a power-of-two rank count */
 } algo_rules[] = {
-    RULE(COLL_ALLREDUCE, "oneshot", .max_total = 1 << 20),
+    RULE(COLL_ALLREDUCE, "oneshot", .max_ranks = 2, .max_bytes = 64 << 10),
+    RULE(COLL_ALLREDUCE, "oneshot", .min_ranks = 4, .max_ranks = 4, .max_bytes = 128 << 10),
+    RULE(COLL_ALLREDUCE, "twoshot", .min_ranks = 4, .max_ranks = 4, .min_bytes = 256 << 10, .max_bytes = 512 << 10),
+    RULE(COLL_ALLREDUCE, "oneshot", .min_ranks = 3, .max_total = 1 << 20),
     RULE(COLL_ALLREDUCE, "twoshot", .min_ranks = 8),
     RULE(COLL_ALLREDUCE, "twoshot", .min_ranks = 4, .min_bytes = 4 << 20),
     RULE(COLL_ALLREDUCE, "mesh", .max_ranks = 2, .min_bytes = 8 << 20),

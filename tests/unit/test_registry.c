@@ -74,6 +74,13 @@ static void check_defaults(void)
         {COLL_ALLREDUCE, 1 << 10, 4, 0, 4, "rhd", "one rank a core, 1 KiB"},
         {COLL_ALLREDUCE, 1 << 10, 16, 0, 2, "rhd", "16 ranks, 1 KiB"},
         {COLL_ALLREDUCE, 1 << 10, 8, 1, 2, "oneshot", "one host, 1 KiB"},
+        /* One host: oneshot to 64 KiB on 2 ranks, 128 KiB on 4; then the ring, and twoshot on 4 ranks. */
+        {COLL_ALLREDUCE, 64 << 10, 2, 1, 2, "oneshot", "2 ranks, one host, 64 KiB"},
+        {COLL_ALLREDUCE, 128 << 10, 2, 1, 2, "ring", "2 ranks, one host, 128 KiB"},
+        {COLL_ALLREDUCE, 128 << 10, 4, 1, 2, "oneshot", "4 ranks, one host, 128 KiB"},
+        {COLL_ALLREDUCE, 256 << 10, 4, 1, 2, "twoshot", "4 ranks, one host, 256 KiB"},
+        {COLL_ALLREDUCE, 512 << 10, 4, 1, 2, "twoshot", "4 ranks, one host, 512 KiB"},
+        {COLL_ALLREDUCE, 256 << 10, 3, 1, 2, "oneshot", "3 ranks, one host, 256 KiB"},
         {COLL_REDUCE_SCATTER, 1 << 21, 4, 0, 2, "mesh", "reduce_scatter 8 MiB in all, oversubscribed"},
         {COLL_REDUCE_SCATTER, 1 << 18, 4, 0, 2, "ring", "reduce_scatter 1 MiB in all, oversubscribed"},
         {COLL_ALLGATHER, 1 << 20, 4, 0, 2, "mesh", "allgather 4 MiB, oversubscribed"},
