@@ -81,7 +81,8 @@ static const char *chorus_predict(void *ctx, const perf_call_t *c, double *us_p)
     };
     const chorus_ctx_t *x = ctx;
     double s = NAN;
-    const char *algo = comm_model_predict(x->comm, kinds[c->coll], c->count, c->dtype, c->op, c->root, &s);
+    const char *algo =
+        comm_model_predict(x->comm, kinds[c->coll], c->count, c->dtype, c->op, c->root, c->sendbuf == c->recvbuf, &s);
     *us_p = s * 1e6;
     return algo;
 }

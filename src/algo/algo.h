@@ -132,7 +132,8 @@ int algo_supported(const algo_desc_t *d, const algo_caps_t *caps);
 size_t algo_call_bytes(const coll_args_t *a, int nranks);
 /* The built-in rules' choice (measured on one host, docs/algorithms.md): the first rule that fits the call
  * among the algorithms cfg allows and caps supports, or NULL. */
-const algo_desc_t *algo_rule_choice(coll_kind_t coll, size_t bytes, const algo_caps_t *caps, const algo_config_t *cfg);
+const algo_desc_t *algo_rule_choice(coll_kind_t coll, size_t bytes, int in_place, const algo_caps_t *caps,
+                                    const algo_config_t *cfg);
 /* The collective's first algorithm that cfg allows and caps supports; if cfg allows none that caps
  * supports, the first supported one. */
 const algo_desc_t *algo_first_supported(coll_kind_t coll, const algo_caps_t *caps, const algo_config_t *cfg);

@@ -82,7 +82,11 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * 4 (level with twoshot and star there); the ring and rhd took 0.8 to 0.85 of its time on 2 ranks at
  * 128 and 256 KiB, and twoshot (level with the mesh) 0.7 to 0.9 of it on 4 ranks at 256 and 512 KiB,
  * where the star took 1.2 to 1.4 times twoshot's (alternating runs of 1000 and 2000 calls, and three
- * bench/model-check runs). */
+ * bench/model-check runs). In place, the pairwise and single-copy AllToAll first copy their whole input
+ * to scratch, and the direct one took 0.4 to 0.65 of the pairwise one's time on 2 ranks from 4 to 64
+ * MiB, 0.5 to 0.7 on 4 ranks at 16 and 64 MiB, and 0.6 to 0.65 on 8 at 16 MiB (alternating runs; out of
+ * place they are level on 2 ranks from 4 MiB, and on 4 the pairwise one is level at 16 MiB and ahead at
+ * 64). */
 #define RULE(c, n, ...) {.coll = c, .name = n, __VA_ARGS__}
 static const struct algo_rule {
     coll_kind_t coll;
@@ -92,6 +96,7 @@ static const struct algo_rule {
     size_t max_total; /* bound on n * p */
     int oversubscribed; /* 1: only where ranks outnumber the busiest host's cores */
     int pow2;           /* 1: only for a power-of-two rank count */
+    int in_place;       /* 1: only in place (sendbuf == recvbuf) */
 } algo_rules[] = {
     RULE(COLL_ALLREDUCE, "oneshot", .max_ranks = 2, .max_bytes = 64 << 10),
     RULE(COLL_ALLREDUCE, "oneshot", .min_ranks = 4, .max_ranks = 4, .max_bytes = 128 << 10),
@@ -123,6 +128,7 @@ static const struct algo_rule {
     RULE(COLL_REDUCE, "direct", .min_ranks = 4, .min_bytes = 2 << 20),
     RULE(COLL_REDUCE, "binomial", .max_bytes = 64 << 10),
     RULE(COLL_REDUCE, "chain"),
+    RULE(COLL_ALLTOALL, "direct", .in_place = 1),
     RULE(COLL_ALLTOALL, "direct", .max_bytes = 1 << 20),
     RULE(COLL_ALLTOALL, "cma", .min_ranks = 8, .min_bytes = 4 << 20),
     RULE(COLL_ALLTOALL, "bruck", .max_bytes = 16 << 10),
@@ -133,11 +139,11 @@ static const struct algo_rule {
 
 #undef RULE
 
-static int rule_fits(const struct algo_rule *r, coll_kind_t coll, size_t bytes, const algo_caps_t *caps)
+static int rule_fits(const struct algo_rule *r, coll_kind_t coll, size_t bytes, int in_place, const algo_caps_t *caps)
 {
     size_t total, nranks = (size_t)caps->nranks;
     return r->coll == coll && caps->nranks >= r->min_ranks && (!r->max_ranks || caps->nranks <= r->max_ranks) &&
-           bytes >= r->min_bytes &&
+           bytes >= r->min_bytes && (!r->in_place || in_place) &&
            (!r->oversubscribed || caps->oversubscribed) &&
            (!r->pow2 || (caps->nranks & (caps->nranks - 1)) == 0) &&
            (!r->max_bytes || bytes <= r->max_bytes) &&
@@ -301,12 +307,13 @@ static void resolve_rule_entries(void)
     }
 }
 
-const algo_desc_t *algo_rule_choice(coll_kind_t coll, size_t bytes, const algo_caps_t *caps, const algo_config_t *cfg)
+const algo_desc_t *algo_rule_choice(coll_kind_t coll, size_t bytes, int in_place, const algo_caps_t *caps,
+                                    const algo_config_t *cfg)
 {
     pthread_once(&rule_entries_once, resolve_rule_entries);
     for (size_t r = 0; r < CHORUS_ARRAY_SIZE(algo_rules); r++) {
         size_t i = rule_entry[r];
-        if (i < ALGO_COUNT && rule_fits(&algo_rules[r], coll, bytes, caps) && (cfg->allowed >> i & 1) &&
+        if (i < ALGO_COUNT && rule_fits(&algo_rules[r], coll, bytes, in_place, caps) && (cfg->allowed >> i & 1) &&
             algo_supported(&algo_table[i], caps))
             return &algo_table[i];
     }

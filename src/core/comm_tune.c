@@ -70,11 +70,13 @@ chorus_result_t comm_tune_init(chorus_comm_t comm, int ranks_per_host, int partn
 }
 
 const char *comm_model_predict(chorus_comm_t comm, int coll, size_t count, chorus_datatype_t dtype, chorus_redop_t op,
-                               int root, double *seconds_p)
+                               int root, int in_place, double *seconds_p)
 {
     *seconds_p = NAN;
     if (coll < 0 || coll >= COLL_COUNT) return NULL;
-    coll_args_t a = {.coll = (coll_kind_t)coll, .count = count, .dtype = dtype, .op = op, .root = root};
+    static char in, out; /* never read or written: selection only compares them */
+    coll_args_t a = {.coll = (coll_kind_t)coll, .sendbuf = &in, .recvbuf = in_place ? &in : &out, .count = count,
+                     .dtype = dtype, .op = op, .root = root};
     const algo_desc_t *d = tune_select(&comm->tune, &a, &comm->algo);
     if (d) *seconds_p = tune_predict(&comm->tune.file.params, &comm->tune.comm, d, (double)algo_call_bytes(&a, comm->nranks));
     return d ? d->name : NULL;

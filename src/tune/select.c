@@ -48,7 +48,7 @@ const algo_desc_t *tune_select(tune_state_t *ts, const coll_args_t *a, const alg
     const algo_desc_t *d = tune_rule_choice(&ts->file, &ts->comm, a->coll, (double)bytes, cfg);
     if (!d && ts->mode == TUNE_MODE_RULES) {
         why = "built-in rule";
-        d = algo_rule_choice(a->coll, bytes, &ts->comm.caps, cfg);
+        d = algo_rule_choice(a->coll, bytes, a->sendbuf == a->recvbuf, &ts->comm.caps, cfg);
     }
     if (!d) {
         why = "model";

@@ -8,11 +8,13 @@
 #include "test.h"
 
 /* Selection as a communicator makes it with CHORUS_TUNING=rules and no tuning file, with as many cores
- * as ranks unless `cores` says otherwise; direct: direct access and single-copy reads. */
-static const char *pick_on(const algo_config_t *cfg, coll_kind_t coll, size_t count, int nranks, int direct,
-                           int cores)
+ * as ranks unless `cores` says otherwise; direct: direct access and single-copy reads; out of place
+ * unless in_place. */
+static const char *pick_args(const algo_config_t *cfg, coll_kind_t coll, size_t count, int nranks, int direct,
+                             int cores, int in_place)
 {
-    coll_args_t a = {coll, NULL, NULL, count, chorus_uint8, chorus_sum, 0};
+    static char in, out;
+    coll_args_t a = {coll, &in, in_place ? &in : &out, count, chorus_uint8, chorus_sum, 0};
     static tune_state_t ts;
     memset(&ts, 0, sizeof(ts));
     ts.mode = TUNE_MODE_RULES;
@@ -23,6 +25,12 @@ static const char *pick_on(const algo_config_t *cfg, coll_kind_t coll, size_t co
     tune_comm_set_cores(&ts.comm, cores);
     const algo_desc_t *d = tune_select(&ts, &a, cfg);
     return d ? d->name : "(none)";
+}
+
+static const char *pick_on(const algo_config_t *cfg, coll_kind_t coll, size_t count, int nranks, int direct,
+                           int cores)
+{
+    return pick_args(cfg, coll, count, nranks, direct, cores, 0);
 }
 
 static const char *pick_caps(const algo_config_t *cfg, coll_kind_t coll, size_t count, int nranks, int direct)
@@ -113,6 +121,10 @@ static void check_defaults(void)
                                   cases[k].cores);
         TEST_ASSERT(strcmp(got, cases[k].want) == 0, "%s: %s, not %s", cases[k].what, got, cases[k].want);
     }
+    /* AllToAll in place on one host: direct at every size (the others copy the input to scratch first). */
+    TEST_ASSERT(strcmp(pick_args(&cfg, COLL_ALLTOALL, 1 << 20, 8, 1, 8, 1), "direct") == 0, "alltoall 8 MiB in place");
+    TEST_ASSERT(strcmp(pick_args(&cfg, COLL_ALLTOALL, 1 << 20, 8, 1, 8, 0), "cma") == 0, "alltoall 8 MiB out of place");
+    TEST_ASSERT(strcmp(pick_args(&cfg, COLL_ALLTOALL, 1 << 20, 8, 0, 8, 1), "pairwise") == 0, "in place, two hosts");
     /* Per-rank counts are scaled by nranks: 8 x 16K is large. */
     TEST_ASSERT(strcmp(pick(&cfg, COLL_ALLGATHER, 16 << 10, 8), "ring") == 0, "allgather sized as the whole buffer");
     TEST_ASSERT(strcmp(pick(&cfg, COLL_BARRIER, 0, 8), "dissemination") == 0, "barrier");
