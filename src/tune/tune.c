@@ -264,6 +264,17 @@ static int tune_parse_line(tune_file_t *tf, char **w, int nw, int *version_p, ch
     return -1;
 }
 
+/* A file without oneway or beta cma lines (written before the model had them) is priced as it was then:
+ * a connection used one way at its exchange's rate, single-copy reads at the arena's. */
+static void tune_file_fill_rates(tune_params_t *tp)
+{
+    for (int r = 0; r < TUNE_REGIMES; r++) {
+        for (int l = 0; l < TUNE_LINK_COUNT; l++)
+            if (tp->beta_oneway[l][r] == 0) tp->beta_oneway[l][r] = tp->beta[l][r];
+        if (tp->beta_cma[r] == 0) tp->beta_cma[r] = tp->beta[TUNE_LINK_ARENA][r];
+    }
+}
+
 chorus_result_t tune_file_read(const char *path, tune_file_t *tf, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "r");
@@ -274,6 +285,9 @@ chorus_result_t tune_file_read(const char *path, tune_file_t *tf, char *err, siz
     char line[512], why[256];
     int lineno = 0, version = 0;
     chorus_result_t res = CHORUS_SUCCESS;
+    /* Unset until a line gives them: see tune_file_fill_rates. */
+    memset(tf->params.beta_oneway, 0, sizeof(tf->params.beta_oneway));
+    memset(tf->params.beta_cma, 0, sizeof(tf->params.beta_cma));
     while (res == CHORUS_SUCCESS && fgets(line, sizeof(line), f)) {
         lineno++;
         char *w[16], *save, *tok;
@@ -286,6 +300,7 @@ chorus_result_t tune_file_read(const char *path, tune_file_t *tf, char *err, siz
         }
     }
     fclose(f);
+    tune_file_fill_rates(&tf->params);
     if (res == CHORUS_SUCCESS && !version) {
         snprintf(err, errlen, "CHORUS_TUNING_FILE=%s: empty, or not a tuning file (no \"chorus-tuning 1\")", path);
         res = CHORUS_ERR_INVALID_ARGUMENT;

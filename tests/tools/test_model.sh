@@ -67,6 +67,11 @@ r1=$(at64m allgather ring "$tmp/one") r2=$(at64m allgather ring "$tmp/two")
 echo "  chain broadcast 64M: ${c1:-?} us at 10 GB/s one way, ${c2:-?} at 20; ring allgather ${r1:-?}, ${r2:-?}"
 check "the one-way rate halves the 2-rank chain, not the ring" "$(awk -v a="$c1" -v b="$c2" -v r="$r1" -v s="$r2" \
     'BEGIN { print (b > 0 && a / b > 1.9 && a / b < 2.1 && r == s) ? 0 : 1 }')"
+# A file written before the oneway lines prices one way at the exchange's rate, as the model then did.
+grep -v '^oneway' "$tmp/one" > "$tmp/old"
+c0=$(at64m broadcast chain "$tmp/old")
+check "a file without oneway lines: one way at the exchange's rate (${c0:-?} us, ${c1:-?} with them)" \
+    "$([ -n "$c0" ] && [ "$c0" = "$c1" ] && echo 0 || echo 1)"
 
 err=$("$model" allreduce -p 4 --tuning-file "$tmp/missing" 2>&1 >/dev/null)
 check "a missing file is named" "$(echo "$err" | grep -q "$tmp/missing" && echo 0 || echo 1)"
