@@ -22,7 +22,8 @@ static unsigned tune_bucket(size_t bytes, double *mid_p)
 static void tune_log_decision(tune_state_t *ts, const coll_args_t *a, size_t bytes, unsigned bucket,
                               const algo_desc_t *d, const char *why, const algo_config_t *cfg)
 {
-    uint64_t bit = 1ull << (bucket % 64), *word = &ts->logged[a->coll][bucket / 64];
+    int in_place = a->sendbuf == a->recvbuf; /* the rules may choose apart (AllToAll) */
+    uint64_t bit = 1ull << (bucket % 64), *word = &ts->logged[in_place][a->coll][bucket / 64];
     if (*word & bit) return;
     *word |= bit;
     if (!log_enabled(LOG_INFO, LOG_SUB_TUNING)) return;
@@ -35,8 +36,8 @@ static void tune_log_decision(tune_state_t *ts, const coll_args_t *a, size_t byt
         double t = tune_predict(&ts->file.params, &ts->comm, &table[i], (double)bytes);
         used += (size_t)snprintf(alts + used, sizeof(alts) - used, "%s%s %.1fus", used ? ", " : "", table[i].name, t * 1e6);
     }
-    LOG_INFO(LOG_SUB_TUNING, "%s of %zu bytes on %d ranks: %s (%s); model: %s", coll_name(a->coll), bytes,
-             ts->comm.nranks, d->name, why, alts);
+    LOG_INFO(LOG_SUB_TUNING, "%s of %zu bytes on %d ranks%s: %s (%s); model: %s", coll_name(a->coll), bytes,
+             ts->comm.nranks, in_place ? ", in place" : "", d->name, why, alts);
 }
 
 const algo_desc_t *tune_select(tune_state_t *ts, const coll_args_t *a, const algo_config_t *cfg)

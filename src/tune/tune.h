@@ -122,7 +122,7 @@ typedef struct tune_state {
     /* The model's choice per collective and size bucket, made at the first call that needs it (for the
      * communicator's CHORUS_ALGO, which does not change). */
     const algo_desc_t *model_choice[COLL_COUNT][TUNE_BUCKETS];
-    uint64_t logged[COLL_COUNT][TUNE_BUCKETS / 64]; /* decisions already logged at INFO TUNING */
+    uint64_t logged[2][COLL_COUNT][TUNE_BUCKETS / 64]; /* decisions already logged at INFO TUNING, [in place] */
 } tune_state_t;
 
 /* The algorithm for a call: what cfg forces (CHORUS_ALGO narrowing the choice), then the tuning file's
