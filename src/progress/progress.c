@@ -87,6 +87,22 @@ chorus_result_t progress_check(progress_engine_t *pe, transport_conn_t *const *c
     return progress_block(pe, conns, nconns, 0, failed_p);
 }
 
+/* progress_block for a run. A connection that fails while the run is blocked may be one the step uses:
+ * its transfers then know more than the connection's bare failure does (the receive that found a
+ * mismatch holds both sides' headers). So the step gets one more turn to report it first; only if the
+ * step does not fail is the connection's failure returned, as progress_block found it. */
+static chorus_result_t progress_wait(progress_engine_t *pe, progress_step_fn step, void *arg,
+                                     transport_conn_t *const *conns, int nconns, int timeout_ms, int *failed_p)
+{
+    chorus_result_t res = progress_block(pe, conns, nconns, timeout_ms, failed_p);
+    if (res == CHORUS_SUCCESS || *failed_p < 0) return res;
+    progress_status_t status;
+    chorus_result_t step_res = step(arg, &status);
+    if (step_res == CHORUS_SUCCESS) return res;
+    *failed_p = -1;
+    return step_res;
+}
+
 chorus_result_t progress_run_sleep(progress_engine_t *pe, progress_step_fn step, progress_sleep_fn sleep, void *arg,
                                    transport_conn_t *const *conns, int nconns, int64_t deadline_ns, int *failed_p)
 {
@@ -114,12 +130,9 @@ chorus_result_t progress_run_sleep(progress_engine_t *pe, progress_step_fn step,
             continue;
         }
         if (now >= deadline_ns) return CHORUS_ERR_TIMEOUT;
-        if (!sleep) {
-            CHECK(progress_block(pe, conns, nconns, time_left_ms(deadline_ns, PROGRESS_POLL_CAP_MS), failed_p));
-            continue;
-        }
-        CHECK(progress_block(pe, conns, nconns, 0, failed_p));
-        sleep(arg, time_left_ms(deadline_ns, PROGRESS_SLEEP_SLICE_MS));
+        CHECK(progress_wait(pe, step, arg, conns, nconns, sleep ? 0 : time_left_ms(deadline_ns, PROGRESS_POLL_CAP_MS),
+                            failed_p));
+        if (sleep) sleep(arg, time_left_ms(deadline_ns, PROGRESS_SLEEP_SLICE_MS));
     }
 }
 

@@ -47,7 +47,9 @@ void progress_abort(progress_engine_t *pe);
  * the engine is aborted (ABORTED). conns are all the connections of the communicator (NULL entries
  * allowed): while blocked the engine watches every one, not only those the step uses, so that a peer that
  * dies anywhere fails the wait at once instead of leaving it to the deadline. When a connection fails
- * that way, its index is stored in *failed_p (else -1) and its error returned. */
+ * that way, the step gets one more turn, so that it can report the failure from its own transfers (which
+ * know more: what the peer sent where something else was expected); if that turn does not fail, the
+ * connection's index is stored in *failed_p (else -1) and its error returned. */
 chorus_result_t progress_run(progress_engine_t *pe, progress_step_fn step, void *arg, transport_conn_t *const *conns,
                              int nconns, int64_t deadline_ns, int *failed_p);
 
