@@ -24,7 +24,7 @@ chorus_result_t allreduce_rhd(prims_t *p, const coll_args_t *a)
     const char *first = a->sendbuf;
     char *buf = a->recvbuf;
     if (l.fold.vrank < 0) {
-        CHECK(prims_send(p, l.fold.partner, a->sendbuf, bytes));
+        CHECK(prims_sendrecv_reduce(p, l.fold.partner, a->sendbuf, bytes, -1, NULL, NULL, 0, &red));
         return prims_recv(p, l.fold.partner, buf, bytes);
     }
     if (l.fold.partner >= 0) {

@@ -56,13 +56,15 @@ typedef struct exch {
     int sends_posted;  /* sends are posted in order, possibly as their data becomes ready */
     int sends_ready;   /* how many sends may be posted now */
     int recvs_handled; /* receives whose data was consumed (reduced or forwarded) */
-    size_t recv_consumed; /* bytes of recvs[recvs_handled] already consumed (streamed reduction) */
-    /* Streamed reduction of a single receive: dst = local OP received, chunk by chunk. */
+    int recvs_posted;  /* receives are posted in order: all at once, or within recv_window */
+    int recv_window;   /* > 0: receives land in that many staging slots, reused as they are consumed */
+    /* A reduction exchange or chain: as receive i lands, dst = local OP it, at chunk i's offset. */
     const prims_reduce_t *red;
     const char *local;
     char *dst;
     /* Per-chunk hook of the chain primitives, called when receive i completes. */
     chorus_result_t (*on_chunk)(struct exch *e, int i);
+    int on_chunk_forward; /* a reduction chain: send i may go once receive i is reduced */
     char *chain_buf;
     /* A local copy done a chunk at a time while the link keeps this rank waiting (a chain head's own
      * output, out of place): copy_done of copy_len bytes so far. */
@@ -245,6 +247,22 @@ static chorus_result_t prims_fail_xfer(prims_t *p, int peer, const transport_xfe
     return x->err;
 }
 
+/* How many receives may be posted now: all, or as many as the staging slots hold beyond those consumed. */
+static int exch_recv_limit(const exch_t *e)
+{
+    return e->recv_window > 0 ? CHORUS_MIN(e->nrecvs, e->recvs_handled + e->recv_window) : e->nrecvs;
+}
+
+static chorus_result_t exch_post_recvs(exch_t *e)
+{
+    transport_conn_t *c = e->p->conns[e->recv_peer];
+    for (int limit = exch_recv_limit(e); e->recvs_posted < limit;) {
+        transport_xfer_t *x = &e->recvs[e->recvs_posted++];
+        if (c->ops->post_recv(c, x) != CHORUS_SUCCESS) return prims_fail_xfer(e->p, e->recv_peer, x, 0);
+    }
+    return CHORUS_SUCCESS;
+}
+
 static chorus_result_t exch_post_ready_sends(exch_t *e)
 {
     transport_conn_t *c = e->p->conns[e->send_peer];
@@ -253,19 +271,6 @@ static chorus_result_t exch_post_ready_sends(exch_t *e)
         if (c->ops->post_send(c, x) != CHORUS_SUCCESS) return prims_fail_xfer(e->p, e->send_peer, x, 1);
     }
     return CHORUS_SUCCESS;
-}
-
-/* Reduce whatever complete elements of the current receive have landed but are not reduced yet. */
-static void exch_stream_reduce(exch_t *e, const transport_xfer_t *x)
-{
-    size_t chunk = e->p->chunk_bytes;
-    size_t upto = x->state == XFER_DONE ? x->len : x->done / chunk * chunk;
-    upto -= upto % e->red->elem;
-    if (upto <= e->recv_consumed) return;
-    size_t from = e->recv_consumed;
-    reduce_apply3(e->dst + from, e->local + from, (const char *)x->buf + from, (upto - from) / e->red->elem,
-                  e->red->dtype, e->red->op);
-    e->recv_consumed = upto;
 }
 
 /* A send that failed only because this rank found a mismatch in what arrived on its connection: it knows
@@ -302,13 +307,12 @@ static chorus_result_t exch_step(void *arg, progress_status_t *status)
     if (failed >= 0) return prims_fail_conn(e->p, failed_res, failed);
     while (e->recvs_handled < e->nrecvs) {
         transport_xfer_t *x = &e->recvs[e->recvs_handled];
-        if (e->red && !e->on_chunk) exch_stream_reduce(e, x);
         if (x->state != XFER_DONE) break;
         if (e->on_chunk) CHECK(e->on_chunk(e, e->recvs_handled));
         e->recvs_handled++;
-        e->recv_consumed = 0;
         moved = 1;
     }
+    if (e->recvs_posted < exch_recv_limit(e)) CHECK(exch_post_recvs(e));
     if (e->sends_posted < e->sends_ready) {
         CHECK(exch_post_ready_sends(e));
         moved = 1;
@@ -382,12 +386,9 @@ static chorus_result_t exch_run(exch_t *e)
         return CHORUS_ERR_INTERNAL;
     }
     if (e->nrecvs) {
-        transport_conn_t *c = p->conns[e->recv_peer];
         e->conn_peer[e->nconns] = e->recv_peer;
-        e->conns[e->nconns++] = c;
-        for (int i = 0; i < e->nrecvs; i++)
-            if (c->ops->post_recv(c, &e->recvs[i]) != CHORUS_SUCCESS)
-                return prims_fail_xfer(p, e->recv_peer, &e->recvs[i], 0);
+        e->conns[e->nconns++] = p->conns[e->recv_peer];
+        CHECK(exch_post_recvs(e));
     }
     if (e->nsends) {
         if (!e->nrecvs || e->send_peer != e->recv_peer) {
@@ -434,18 +435,70 @@ chorus_result_t prims_recv(prims_t *p, int peer, void *buf, size_t bytes)
     return prims_sendrecv(p, -1, NULL, 0, peer, buf, bytes);
 }
 
+/* Reduction exchanges and chains move one message per chunk: the receiver's chunks land in a few staging
+ * slots, reused as each is reduced, so that what it reduces is still in cache and its scratch stays small
+ * whatever the message (a single message would land whole in scratch, out of cache from a few MiB, and be
+ * read back from memory by the reduction). */
+#define EXCH_REDUCE_WINDOW 4
+
+static int chain_nchunks(const prims_t *p, size_t bytes, size_t elem);
+static void chain_layout(const prims_t *p, size_t bytes, size_t elem, int i, size_t *off_p, size_t *len_p);
+
+/* dst = local OP chunk i, which landed in its staging slot. */
+static chorus_result_t window_reduce_chunk(exch_t *e, int i)
+{
+    const transport_xfer_t *x = &e->recvs[i];
+    size_t off = (size_t)i * (e->p->chunk_bytes - e->p->chunk_bytes % e->red->elem);
+    reduce_apply3(e->dst + off, e->local + off, x->buf, x->len / e->red->elem, e->red->dtype, e->red->op);
+    if (e->on_chunk_forward && e->nsends) e->sends_ready++;
+    return CHORUS_SUCCESS;
+}
+
+/* Lists the chunk messages of a reduction exchange (sends from sbuf; receives into staging slots, reduced
+ * into dst) and runs it. */
+static chorus_result_t reduce_run(exch_t *e, const char *sbuf, size_t sbytes, size_t rbytes)
+{
+    prims_t *p = e->p;
+    size_t elem = e->red->elem;
+    int ns = e->send_peer >= 0 ? chain_nchunks(p, sbytes, elem) : 0;
+    int nr = e->recv_peer >= 0 ? chain_nchunks(p, rbytes, elem) : 0;
+    int window = CHORUS_MIN(nr, EXCH_REDUCE_WINDOW);
+    size_t slot = 0;
+    char *stage = NULL;
+    if (nr) {
+        size_t off;
+        chain_layout(p, rbytes, elem, 0, &off, &slot);
+        CHECK(prims_scratch(p, 0, slot ? (size_t)window * slot : 1, (void **)&stage));
+    }
+    transport_xfer_t *xs = calloc((size_t)(ns + nr) + 1, sizeof(*xs));
+    if (!xs) return CHORUS_ERR_NO_MEMORY;
+    for (int i = 0; i < ns; i++) {
+        size_t off, len;
+        chain_layout(p, sbytes, elem, i, &off, &len);
+        xfer_init(&xs[i], sbuf + off, len, p);
+    }
+    for (int i = 0; i < nr; i++) {
+        size_t off, len;
+        chain_layout(p, rbytes, elem, i, &off, &len);
+        xfer_init(&xs[ns + i], stage + (size_t)(i % window) * slot, len, p);
+    }
+    e->sends = xs;
+    e->nsends = ns;
+    e->recvs = xs + ns;
+    e->nrecvs = nr;
+    e->recv_window = window;
+    if (!e->on_chunk_forward) e->sends_ready = ns;
+    e->on_chunk = window_reduce_chunk;
+    chorus_result_t res = exch_run(e);
+    free(xs);
+    return res;
+}
+
 chorus_result_t prims_sendrecv_reduce(prims_t *p, int send_peer, const void *sbuf, size_t sbytes, int recv_peer,
                                       const void *local, void *dst, size_t rbytes, const prims_reduce_t *red)
 {
-    void *tmp;
-    CHECK(prims_scratch(p, 0, rbytes ? rbytes : 1, &tmp));
-    transport_xfer_t s, r;
-    xfer_init(&s, sbuf, sbytes, p);
-    xfer_init(&r, tmp, rbytes, p);
-    exch_t e = {.p = p, .send_peer = send_peer, .recv_peer = recv_peer, .sends = &s, .recvs = &r,
-                .nsends = send_peer >= 0, .nrecvs = 1, .sends_ready = send_peer >= 0, .red = red, .local = local,
-                .dst = dst};
-    return exch_run(&e);
+    exch_t e = {.p = p, .send_peer = send_peer, .recv_peer = recv_peer, .red = red, .local = local, .dst = dst};
+    return reduce_run(&e, sbuf, sbytes, rbytes);
 }
 
 /* Chains move one message per chunk, so that a stage can forward chunk i while chunk i+1 arrives. */
@@ -465,15 +518,6 @@ static void chain_layout(const prims_t *p, size_t bytes, size_t elem, int i, siz
 static chorus_result_t chain_forward(exch_t *e, int i)
 {
     (void)i;
-    if (e->nsends) e->sends_ready++;
-    return CHORUS_SUCCESS;
-}
-
-static chorus_result_t chain_reduce_chunk(exch_t *e, int i)
-{
-    const transport_xfer_t *x = &e->recvs[i];
-    size_t off = (size_t)((const char *)x->buf - e->chain_buf);
-    reduce_apply3(e->dst + off, e->local + off, x->buf, x->len / e->red->elem, e->red->dtype, e->red->op);
     if (e->nsends) e->sends_ready++;
     return CHORUS_SUCCESS;
 }
@@ -522,10 +566,10 @@ chorus_result_t prims_chain_reduce(prims_t *p, int recv_peer, int send_peer, con
         exch_t e = {0};
         return chain_run(p, -1, send_peer, local, NULL, bytes, red->elem, &e);
     }
-    void *tmp;
-    CHECK(prims_scratch(p, 0, bytes ? bytes : 1, &tmp));
-    exch_t e = {.on_chunk = chain_reduce_chunk, .red = red, .local = local, .dst = dst};
-    return chain_run(p, recv_peer, send_peer, dst, tmp, bytes, red->elem, &e);
+    /* Each chunk goes on once it is reduced into dst. */
+    exch_t e = {.p = p, .send_peer = send_peer, .recv_peer = recv_peer, .red = red, .local = local, .dst = dst,
+                .on_chunk_forward = 1};
+    return reduce_run(&e, dst, bytes, bytes);
 }
 
 /* ---- Trees: many peers at once, chunk by chunk ----

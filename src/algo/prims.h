@@ -40,7 +40,9 @@ chorus_result_t prims_recv(prims_t *p, int peer, void *buf, size_t bytes);
 chorus_result_t prims_sendrecv(prims_t *p, int send_peer, const void *sbuf, size_t sbytes, int recv_peer, void *rbuf,
                                size_t rbytes);
 /* Send sbuf to send_peer while receiving rbytes from recv_peer; as each chunk lands,
- * dst = local OP received (dst may alias local). send_peer < 0: only receive and reduce. */
+ * dst = local OP received (dst may alias local). send_peer < 0: only receive and reduce; recv_peer < 0:
+ * only send, to a peer that reduces what it receives. Both sides must use this call: the data moves as
+ * one message per chunk (see EXCH_REDUCE_WINDOW), not as one message. */
 chorus_result_t prims_sendrecv_reduce(prims_t *p, int send_peer, const void *sbuf, size_t sbytes, int recv_peer,
                                       const void *local, void *dst, size_t rbytes, const prims_reduce_t *red);
 /* A stage of a pipelined chain, one message per chunk. recv_peer < 0: the head, which sends src and,

@@ -18,7 +18,7 @@ chorus_result_t reduce_rabenseifner(prims_t *p, const coll_args_t *a)
     prims_reduce_t red = algo_reduction(a);
     rhd_layout_t l = rhd_layout(p, a->root, a->count, 0, red.elem);
     size_t bytes = a->count * red.elem;
-    if (l.fold.vrank < 0) return prims_send(p, l.fold.partner, a->sendbuf, bytes);
+    if (l.fold.vrank < 0) return prims_sendrecv_reduce(p, l.fold.partner, a->sendbuf, bytes, -1, NULL, NULL, 0, &red);
     void *work = a->recvbuf; /* only the root has a receive buffer */
     if (prims_rank(p) != a->root) CHECK(prims_scratch(p, 1, bytes, &work));
     const char *first = a->sendbuf;

@@ -22,7 +22,7 @@ chorus_result_t reduce_scatter_rhd(prims_t *p, const coll_args_t *a)
     rhd_layout_t l = rhd_layout(p, 0, a->count, 1, red.elem);
     size_t block = a->count * red.elem, total = block * (size_t)n;
     if (l.fold.vrank < 0) {
-        CHECK(prims_send(p, l.fold.partner, a->sendbuf, total));
+        CHECK(prims_sendrecv_reduce(p, l.fold.partner, a->sendbuf, total, -1, NULL, NULL, 0, &red));
         CHECK(prims_recv(p, l.fold.partner, a->recvbuf, block));
     } else {
         /* recvbuf holds one block and may lie inside sendbuf (in place): the halving works in scratch. */
