@@ -65,7 +65,6 @@ typedef struct exch {
     /* Per-chunk hook of the chain primitives, called when receive i completes. */
     chorus_result_t (*on_chunk)(struct exch *e, int i);
     int on_chunk_forward; /* a reduction chain: send i may go once receive i is reduced */
-    char *chain_buf;
     /* A local copy done a chunk at a time while the link keeps this rank waiting (a chain head's own
      * output, out of place): copy_done of copy_len bytes so far. */
     const char *copy_src;
@@ -435,20 +434,77 @@ chorus_result_t prims_recv(prims_t *p, int peer, void *buf, size_t bytes)
     return prims_sendrecv(p, -1, NULL, 0, peer, buf, bytes);
 }
 
+/* Chains move one message per chunk, so that a stage can forward chunk i while chunk i+1 arrives. The
+ * chunk is whole elements, so that a reduction never straddles two messages. */
+static size_t chain_chunk(const prims_t *p, size_t elem) { return p->chunk_bytes - p->chunk_bytes % elem; }
+
+static int chain_nchunks(const prims_t *p, size_t bytes, size_t elem)
+{
+    size_t chunk = chain_chunk(p, elem);
+    return bytes ? (int)((bytes + chunk - 1) / chunk) : 1;
+}
+
+static void chain_layout(const prims_t *p, size_t bytes, size_t elem, int i, size_t *off_p, size_t *len_p)
+{
+    size_t chunk = chain_chunk(p, elem);
+    *off_p = (size_t)i * chunk;
+    *len_p = CHORUS_MIN(chunk, bytes - *off_p);
+}
+
+static chorus_result_t chain_forward(exch_t *e, int i)
+{
+    (void)i;
+    if (e->nsends) e->sends_ready++;
+    return CHORUS_SUCCESS;
+}
+
+/* Shared set-up of the two chain primitives: recvs land in rbuf, sends read sbuf, chunk by chunk. */
+static chorus_result_t chain_run(prims_t *p, int recv_peer, int send_peer, const char *sbuf, char *rbuf, size_t bytes,
+                                 size_t elem, exch_t *e)
+{
+    int n = chain_nchunks(p, bytes, elem);
+    transport_xfer_t *xs = calloc((size_t)n * 2, sizeof(*xs));
+    if (!xs) return CHORUS_ERR_NO_MEMORY;
+    for (int i = 0; i < n; i++) {
+        size_t off, len;
+        chain_layout(p, bytes, elem, i, &off, &len);
+        xfer_init(&xs[i], sbuf + off, len, p);
+        xfer_init(&xs[n + i], rbuf + off, len, p);
+    }
+    e->p = p;
+    e->send_peer = send_peer;
+    e->recv_peer = recv_peer;
+    e->sends = xs;
+    e->nsends = send_peer >= 0 ? n : 0;
+    e->recvs = xs + n;
+    e->nrecvs = recv_peer >= 0 ? n : 0;
+    e->sends_ready = recv_peer < 0 ? e->nsends : 0;
+    chorus_result_t res = exch_run(e);
+    free(xs);
+    return res;
+}
+
+chorus_result_t prims_chain_copy(prims_t *p, int recv_peer, int send_peer, const void *src, void *buf, size_t bytes)
+{
+    exch_t e = {.on_chunk = chain_forward};
+    if (recv_peer >= 0 || src == buf) return chain_run(p, recv_peer, send_peer, buf, buf, bytes, 1, &e);
+    e.copy_src = src;
+    e.copy_dst = buf;
+    e.copy_len = bytes;
+    return chain_run(p, recv_peer, send_peer, src, buf, bytes, 1, &e);
+}
+
 /* Reduction exchanges and chains move one message per chunk: the receiver's chunks land in a few staging
  * slots, reused as each is reduced, so that what it reduces is still in cache and its scratch stays small
  * whatever the message (a single message would land whole in scratch, out of cache from a few MiB, and be
  * read back from memory by the reduction). */
 #define EXCH_REDUCE_WINDOW 4
 
-static int chain_nchunks(const prims_t *p, size_t bytes, size_t elem);
-static void chain_layout(const prims_t *p, size_t bytes, size_t elem, int i, size_t *off_p, size_t *len_p);
-
 /* dst = local OP chunk i, which landed in its staging slot. */
 static chorus_result_t window_reduce_chunk(exch_t *e, int i)
 {
     const transport_xfer_t *x = &e->recvs[i];
-    size_t off = (size_t)i * (e->p->chunk_bytes - e->p->chunk_bytes % e->red->elem);
+    size_t off = (size_t)i * chain_chunk(e->p, e->red->elem);
     reduce_apply3(e->dst + off, e->local + off, x->buf, x->len / e->red->elem, e->red->dtype, e->red->op);
     if (e->on_chunk_forward && e->nsends) e->sends_ready++;
     return CHORUS_SUCCESS;
@@ -499,64 +555,6 @@ chorus_result_t prims_sendrecv_reduce(prims_t *p, int send_peer, const void *sbu
 {
     exch_t e = {.p = p, .send_peer = send_peer, .recv_peer = recv_peer, .red = red, .local = local, .dst = dst};
     return reduce_run(&e, sbuf, sbytes, rbytes);
-}
-
-/* Chains move one message per chunk, so that a stage can forward chunk i while chunk i+1 arrives. */
-static int chain_nchunks(const prims_t *p, size_t bytes, size_t elem)
-{
-    size_t chunk = p->chunk_bytes - p->chunk_bytes % elem;
-    return bytes ? (int)((bytes + chunk - 1) / chunk) : 1;
-}
-
-static void chain_layout(const prims_t *p, size_t bytes, size_t elem, int i, size_t *off_p, size_t *len_p)
-{
-    size_t chunk = p->chunk_bytes - p->chunk_bytes % elem;
-    *off_p = (size_t)i * chunk;
-    *len_p = CHORUS_MIN(chunk, bytes - *off_p);
-}
-
-static chorus_result_t chain_forward(exch_t *e, int i)
-{
-    (void)i;
-    if (e->nsends) e->sends_ready++;
-    return CHORUS_SUCCESS;
-}
-
-/* Shared set-up of the two chain primitives: recvs land in rbuf, sends read sbuf, chunk by chunk. */
-static chorus_result_t chain_run(prims_t *p, int recv_peer, int send_peer, const char *sbuf, char *rbuf, size_t bytes,
-                                 size_t elem, exch_t *e)
-{
-    int n = chain_nchunks(p, bytes, elem);
-    transport_xfer_t *xs = calloc((size_t)n * 2, sizeof(*xs));
-    if (!xs) return CHORUS_ERR_NO_MEMORY;
-    for (int i = 0; i < n; i++) {
-        size_t off, len;
-        chain_layout(p, bytes, elem, i, &off, &len);
-        xfer_init(&xs[i], sbuf + off, len, p);
-        xfer_init(&xs[n + i], rbuf + off, len, p);
-    }
-    e->p = p;
-    e->send_peer = send_peer;
-    e->recv_peer = recv_peer;
-    e->sends = xs;
-    e->nsends = send_peer >= 0 ? n : 0;
-    e->recvs = xs + n;
-    e->nrecvs = recv_peer >= 0 ? n : 0;
-    e->sends_ready = recv_peer < 0 ? e->nsends : 0;
-    e->chain_buf = rbuf;
-    chorus_result_t res = exch_run(e);
-    free(xs);
-    return res;
-}
-
-chorus_result_t prims_chain_copy(prims_t *p, int recv_peer, int send_peer, const void *src, void *buf, size_t bytes)
-{
-    exch_t e = {.on_chunk = chain_forward};
-    if (recv_peer >= 0 || src == buf) return chain_run(p, recv_peer, send_peer, buf, buf, bytes, 1, &e);
-    e.copy_src = src;
-    e.copy_dst = buf;
-    e.copy_len = bytes;
-    return chain_run(p, recv_peer, send_peer, src, buf, bytes, 1, &e);
 }
 
 chorus_result_t prims_chain_reduce(prims_t *p, int recv_peer, int send_peer, const void *local, void *dst,
