@@ -159,6 +159,11 @@ static chorus_result_t tune_measure_arena(prims_t *p, tune_state_t *ts, const tu
                                   .shared = ts->comm.caps.oversubscribed};
             algo_cost_t c = ways[w].cost(&shape);
             double rest = t / share - c.steps * tp->alpha[TUNE_LINK_ARENA] - c.copied / tp->beta_copy[r];
+            if (me == 0)
+                LOG_DEBUG(LOG_SUB_TUNING, "calibration: %s allgather of %zu bytes per rank: best %.1f us of %d; "
+                          "%.1f us left to %.0f bytes of reads after %.0f steps and %.0f bytes copied",
+                          w == 0 ? "direct" : "single-copy", each, t * 1e6,
+                          r == TUNE_CACHE ? e->large_trips : e->memory_trips, rest * 1e6, c.bytes, c.steps, c.copied);
             /* Reading a peer's data is a copy: no faster than a local one (a disturbed subtraction could
              * otherwise promise any rate). */
             if (me == 0 && rest > 0) rate[r] = CHORUS_MIN(c.bytes / rest, tp->beta_copy[r]);
