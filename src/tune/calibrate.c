@@ -75,7 +75,7 @@ static chorus_result_t tune_measure_link(prims_t *p, tune_state_t *ts, const tun
 {
     int me = prims_rank(p), partner = ts->partner;
     if (me != 0 && me != partner) return CHORUS_SUCCESS;
-    char *buf = e->memory_trips ? calloc(2, TUNE_MEMORY_BYTES) : scratch;
+    char *buf = e->memory_trips ? tune_alloc(2 * (size_t)TUNE_MEMORY_BYTES) : scratch;
     if (!buf) return CHORUS_ERR_NO_MEMORY;
     tune_params_t *tp = &ts->file.params;
     tune_link_t link = ts->comm.net;
@@ -117,7 +117,7 @@ static chorus_result_t tune_time_allgather(prims_t *p, algo_run_fn run, size_t e
                                            double *best_p)
 {
     int n = prims_nranks(p);
-    char *buf = ((size_t)n + 1) * each <= TUNE_SCRATCH_BYTES ? scratch : calloc((size_t)n + 1, each);
+    char *buf = ((size_t)n + 1) * each <= TUNE_SCRATCH_BYTES ? scratch : tune_alloc(((size_t)n + 1) * each);
     if (!buf) return CHORUS_ERR_NO_MEMORY;
     coll_args_t a = {.coll = COLL_ALLGATHER, .sendbuf = buf + (size_t)n * each, .recvbuf = buf, .count = each,
                      .dtype = chorus_uint8};
@@ -172,17 +172,46 @@ static chorus_result_t tune_measure_arena(prims_t *p, tune_state_t *ts, const tu
     return CHORUS_SUCCESS;
 }
 
+/* memory = memory * cache / was, for one figure (a rate, or gamma's time per byte) whose cache-regime value
+ * went from was to cache. */
+static void tune_scale_memory(double *figure, double was)
+{
+    if (was > 0 && figure[TUNE_CACHE] > 0 && figure[TUNE_CACHE] != was)
+        figure[TUNE_MEMORY] *= figure[TUNE_CACHE] / was;
+}
+
+/* The quick measurement times the cache regime only (the memory regime needs buffers past the last-level
+ * cache, whose first touch alone would take a quarter of a second on the reference machine). The memory
+ * figures then keep their source's (the tuning file's, or the built-in reference machine's) ratio to
+ * the cache figures: a machine whose copies run at 40 % of the reference machine's in cache is assumed
+ * to run at 40 % of it in memory too. On an AMD EPYC virtual machine with copies at 22 GB/s in cache
+ * against the reference's 53, chorus-tune measured 6.1 GB/s in memory, and this rule gives 6.7; the
+ * reference's own 16.1 had made every call of more than a few MiB come out 2-4x slower than predicted. */
+static void tune_scale_memory_figures(tune_params_t *tp, const tune_params_t *was)
+{
+    for (int l = 0; l < TUNE_LINK_COUNT; l++) {
+        tune_scale_memory(tp->beta[l], was->beta[l][TUNE_CACHE]);
+        tune_scale_memory(tp->beta_oneway[l], was->beta_oneway[l][TUNE_CACHE]);
+    }
+    tune_scale_memory(tp->beta_cma, was->beta_cma[TUNE_CACHE]);
+    tune_scale_memory(tp->beta_copy, was->beta_copy[TUNE_CACHE]);
+    tune_scale_memory(tp->gamma, was->gamma[TUNE_CACHE]);
+}
+
 chorus_result_t tune_measure(prims_t *p, tune_state_t *ts, int thorough)
 {
     const tune_effort_t *e = thorough ? &tune_thorough : &tune_quick;
     tune_params_t *tp = &ts->file.params;
+    const tune_params_t was = *tp;
     /* One scratch buffer for every cache-regime measurement, its pages touched by every rank at once: a
      * page's first touch is what costs most here (4 ms per MiB on the reference machine, a virtual
      * machine; a tenth of a millisecond on bare metal), and would otherwise fall into the timed runs or
-     * keep a partner waiting. */
-    char *scratch = malloc(TUNE_SCRATCH_BYTES);
+     * keep a partner waiting. Page-aligned, as chorus-perf's buffers are: on an AMD EPYC virtual machine,
+     * glibc's memcpy (rep movsb from 2 KiB to the L2 size) ran 3x slower between a malloc'ed buffer (16
+     * bytes past a page) and the page-aligned arena slots than between page-aligned buffers, and the
+     * arena's rate came out at 1 GB/s where chorus-perf's direct algorithms ran at 5-10. */
+    char *scratch = tune_alloc(TUNE_SCRATCH_BYTES);
     if (!scratch) return CHORUS_ERR_NO_MEMORY;
-    memset(scratch, 1, TUNE_SCRATCH_BYTES);
     if (prims_rank(p) == 0) {
         tune_measure_local(tp, TUNE_CACHE, e->local_runs, scratch);
         if (thorough) {
@@ -195,6 +224,7 @@ chorus_result_t tune_measure(prims_t *p, tune_state_t *ts, int thorough)
     if (res == CHORUS_SUCCESS && ts->comm.caps.direct) res = tune_measure_arena(p, ts, e, scratch);
     free(scratch);
     CHECK(res);
+    if (prims_rank(p) == 0 && !thorough) tune_scale_memory_figures(tp, &was);
     if (prims_rank(p) == 0) {
         char was[sizeof(tp->source)];
         snprintf(was, sizeof(was), "%s", tp->source);

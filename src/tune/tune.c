@@ -385,12 +385,20 @@ static void tune_bufs_free(tune_bufs_t *m)
     free(m->b);
 }
 
+void *tune_alloc(size_t bytes)
+{
+    void *buf = NULL;
+    if (posix_memalign(&buf, 4096, bytes) != 0) return NULL;
+    memset(buf, 1, bytes); /* not 0: GCC would turn malloc and memset(0) into calloc, leaving pages untouched */
+    return buf;
+}
+
 /* Two buffers of `bytes`, in `scratch` (room for both) or allocated. */
 static int tune_bufs_alloc(tune_bufs_t *m, size_t bytes, void *scratch)
 {
     *m = (tune_bufs_t){.count = bytes / sizeof(float), .owned = !scratch};
-    m->a = scratch ? scratch : malloc(bytes);
-    m->b = scratch ? (float *)scratch + m->count : malloc(bytes);
+    m->a = scratch ? scratch : tune_alloc(bytes);
+    m->b = scratch ? (float *)scratch + m->count : tune_alloc(bytes);
     if (!m->a || !m->b) {
         tune_bufs_free(m);
         return -1;

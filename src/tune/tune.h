@@ -147,6 +147,9 @@ void tune_machine(char *buf, size_t len, int *cores_p);
 /* Local measurements (no peer involved): beta_copy and gamma of one regime, each the best of `runs`
  * (cache: two TUNE_CACHE_BYTES buffers, in scratch when it is not NULL; memory: 64 MiB, well past any
  * last-level cache). */
+/* A measurement buffer: page-aligned, as chorus-perf's are (the copy routines' speed can depend on how
+ * source and destination sit within a page), its pages already touched. NULL if out of memory. */
+void *tune_alloc(size_t bytes);
 void tune_measure_local(tune_params_t *tp, tune_regime_t r, int runs, void *scratch);
 /* The last-level cache as copies see it: the largest working set (two buffers) whose copy rate stays
  * above half the one at 1 MiB, found by a sweep (about 50 ms). */
