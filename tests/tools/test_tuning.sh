@@ -43,6 +43,17 @@ CHORUS_TUNING=guess timeout 60 "$run" -n 2 "$perf" allreduce -b 8 -e 8 > "$tmp/m
 status=$?
 check "CHORUS_TUNING=guess is refused, named" "$([ $status != 0 ] && grep -q 'CHORUS_TUNING=guess' "$tmp/mode.out" && echo 0 || echo 1)"
 
+# The init calibration measures only the cache regime: the memory figures keep the file's ratio to the
+# cache figures (here a copy runs at a fifth of its cache rate in memory), whatever the cache rate found.
+sed -e '/^beta copy /d' "$tmp/tuned" > "$tmp/ratio"
+printf 'beta copy cache 100GB/s\nbeta copy memory 20GB/s\n' >> "$tmp/ratio"
+CHORUS_TUNING_FILE=$tmp/ratio CHORUS_LOG_LEVEL=INFO CHORUS_LOG_SUBSYS=TUNING timeout 60 "$run" -n 2 "$perf" barrier \
+    -n 1 -w 0 -c 0 > "$tmp/ratio.out" 2>&1
+copy=$(grep -o 'measured at init.* copy [0-9.]*/[0-9.]* GB/s' "$tmp/ratio.out" | head -1 | sed 's/.* copy //; s/ GB.s//')
+echo "copy cache/memory at init: ${copy:-none}"
+check "memory copy rate keeps the file's ratio to the measured cache rate (got ${copy:-none})" \
+    "$(echo "$copy" | awk -F/ '$1 > 0 && $1 != 100 && $2 / $1 > 0.19 && $2 / $1 < 0.21 {ok = 1} END {print ok ? 0 : 1}')"
+
 # The model alone chooses: every collective still right.
 for c in allreduce allgather reduce_scatter broadcast reduce alltoall; do
     CHORUS_TUNING=model timeout 120 "$run" -n 3 "$perf" "$c" -b 8 -e 1M -f 32 -n 1 -w 0 > "$tmp/m.$c" 2>&1
