@@ -63,6 +63,8 @@ static void usage(const char *extra)
            "              or all (default float32)\n"
            "  -r ROOT     root of broadcast and reduce (default 0)\n"
            "  -a ALGO     force one algorithm of the collective, or all: one block per algorithm\n"
+           "  -O BYTES    start both buffers this many bytes past a page boundary (default 0; malloc puts\n"
+           "              large blocks 16 bytes past one, and some copy routines care)\n"
            "Sizes are the bytes of the whole buffer, as in nccl-tests: for allgather, reduce_scatter and\n"
            "alltoall the nranks blocks together.\n",
            program_invocation_short_name, extra ? extra : "");
@@ -122,7 +124,7 @@ int perf_parse_args(int argc, char **argv, const char *extra_usage, perf_opts_t 
     *o = (perf_opts_t){.min_bytes = 32 << 20, .max_bytes = 32 << 20, .factor = 2, .iters = 20, .warmup = 5,
                        .check = 1, .ndtypes = 1, .dtypes = {chorus_float32}, .nops = 1, .ops = {chorus_sum}};
     int bad = 0, opt;
-    while (!bad && (opt = getopt(argc, argv, "b:e:f:n:w:c:o:d:r:a:h")) != -1) {
+    while (!bad && (opt = getopt(argc, argv, "b:e:f:n:w:c:o:d:r:a:O:h")) != -1) {
         switch (opt) {
         case 'b': bad = parse_size_arg(optarg, 'b', &o->min_bytes); break;
         case 'e': bad = parse_size_arg(optarg, 'e', &o->max_bytes); break;
@@ -134,6 +136,7 @@ int perf_parse_args(int argc, char **argv, const char *extra_usage, perf_opts_t 
         case 'o': bad = parse_ops(optarg, o); break;
         case 'd': bad = parse_dtypes(optarg, o); break;
         case 'a': o->algo = optarg; break;
+        case 'O': bad = parse_int_arg(optarg, 'O', 0, 4095, &o->offset); break;
         case 'h': usage(extra_usage); return 1;
         default: bad = 1;
         }
@@ -504,9 +507,9 @@ static void print_header(const perf_opts_t *o, const perf_backend_t *be)
     if (!(colls[o->coll].flags & COLL_REDUCES)) op = "none";
     printf("# %s %s: nranks %d, %s\n", program_invocation_short_name, colls[o->coll].name, be->nranks, be->description);
     printf("# dtype %s, op %s, minBytes %lld, maxBytes %lld, step %d (factor), warmup iters %d, iters %d, "
-           "validation %d, root %d\n",
+           "validation %d, root %d, buffers %d bytes past a page\n",
            o->ndtypes > 1 ? "all" : dtype_name(o->dtypes[0]), op, (long long)o->min_bytes, (long long)o->max_bytes,
-           o->factor, o->warmup, o->iters, o->check, o->root);
+           o->factor, o->warmup, o->iters, o->check, o->root, o->offset);
     printf("#\n#%63s%s%27s%s\n", "", "out-of-place", "", "in-place");
     printf("#%11s  %12s  %8s  %6s  %6s", "size", "count", "type", "redop", "root");
     for (int m = 0; m < 2; m++) printf("  %9s  %7s  %7s  %6s", "time", "algbw", "busbw", "#wrong");
@@ -543,13 +546,14 @@ int perf_main(const perf_opts_t *o, const perf_backend_t *be)
     row_t row = {.opts = o, .be = be};
     size_t bytes = (size_t)CHORUS_MAX(o->max_bytes, 1);
     void *a = NULL, *b = NULL;
-    if (posix_memalign(&a, 4096, bytes) || posix_memalign(&b, 4096, bytes)) {
+    size_t off = (size_t)o->offset;
+    if (posix_memalign(&a, 4096, bytes + off) || posix_memalign(&b, 4096, bytes + off)) {
         fprintf(stderr, "%s: cannot allocate two buffers of %zu bytes\n", program_invocation_short_name, bytes);
         free(a);
         return 1;
     }
-    row.buf_a = a;
-    row.buf_b = b;
+    row.buf_a = (char *)a + off;
+    row.buf_b = (char *)b + off;
     totals_t tot = {0, 0, 0};
     int failed = 0;
     if (o->coll == PERF_BARRIER) failed = run_barrier(&row) != 0;

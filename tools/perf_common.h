@@ -35,6 +35,7 @@ typedef struct perf_opts {
     int nops;
     chorus_redop_t ops[chorus_num_ops];
     const char *algo; /* -a: the algorithm to force, "all", or NULL; the backend applies it */
+    int offset;       /* -O: bytes past a page boundary where both buffers start */
 } perf_opts_t;
 
 /* One call as the Chorus API spells it: count is per rank for allgather (sendcount), reduce_scatter

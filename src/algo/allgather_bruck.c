@@ -12,6 +12,7 @@
 #include "algo/algo.h"
 #include "algo/plan.h"
 #include "util/util.h"
+#include "util/copy.h"
 
 chorus_result_t allgather_bruck(prims_t *p, const coll_args_t *a)
 {
@@ -19,7 +20,7 @@ chorus_result_t allgather_bruck(prims_t *p, const coll_args_t *a)
     size_t block = a->count * dtype_size(a->dtype);
     char *tmp;
     CHECK(prims_scratch(p, 1, block * (size_t)n, (void **)&tmp));
-    memcpy(tmp, a->sendbuf, block);
+    copy_bytes(tmp, a->sendbuf, block);
     for (int d = 1; d < n; d *= 2) {
         int to, from, nblocks;
         plan_bruck_allgather(rank, n, d, &to, &from, &nblocks);
@@ -27,8 +28,8 @@ chorus_result_t allgather_bruck(prims_t *p, const coll_args_t *a)
                              (size_t)nblocks * block));
     }
     size_t head = (size_t)(n - rank) * block; /* positions 0 .. n - rank - 1: ranks rank .. n - 1 */
-    memcpy((char *)a->recvbuf + (size_t)rank * block, tmp, head);
-    memcpy(a->recvbuf, tmp + head, (size_t)rank * block);
+    copy_bytes((char *)a->recvbuf + (size_t)rank * block, tmp, head);
+    copy_bytes(a->recvbuf, tmp + head, (size_t)rank * block);
     return CHORUS_SUCCESS;
 }
 

@@ -11,6 +11,7 @@
 
 #include "algo/direct.h"
 #include "util/util.h"
+#include "util/copy.h"
 
 chorus_result_t allgather_cma(prims_t *p, const coll_args_t *a)
 {
@@ -22,7 +23,7 @@ chorus_result_t allgather_cma(prims_t *p, const coll_args_t *a)
     CHECK(prims_direct_begin(p, (void **)&slot));
     slot[0] = (uint64_t)(uintptr_t)a->sendbuf;
     prims_direct_publish(p, sizeof(*slot));
-    if (out + (size_t)rank * bytes != a->sendbuf) memcpy(out + (size_t)rank * bytes, a->sendbuf, bytes);
+    if (out + (size_t)rank * bytes != a->sendbuf) copy_bytes(out + (size_t)rank * bytes, a->sendbuf, bytes);
     CHECK(prims_direct_wait_all(p, &slots));
     for (int i = 1; i < n; i++) {
         int q = (rank + i) % n;

@@ -10,6 +10,7 @@
 
 #include "algo/direct.h"
 #include "util/util.h"
+#include "util/copy.h"
 
 chorus_result_t allgather_direct(prims_t *p, const coll_args_t *a)
 {
@@ -21,7 +22,8 @@ chorus_result_t allgather_direct(prims_t *p, const coll_args_t *a)
         const void *const *slots;
         CHECK(direct_put(p, in + off * elem, bytes));
         CHECK(prims_direct_wait_all(p, &slots));
-        for (int q = 0; q < prims_nranks(p); q++) memcpy(out + ((size_t)q * a->count + off) * elem, slots[q], bytes);
+        for (int q = 0; q < prims_nranks(p); q++)
+            copy_bytes(out + ((size_t)q * a->count + off) * elem, slots[q], bytes);
     }
     return CHORUS_SUCCESS;
 }

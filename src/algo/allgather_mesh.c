@@ -10,13 +10,14 @@
 
 #include "algo/algo.h"
 #include "algo/trees.h"
+#include "util/copy.h"
 
 chorus_result_t allgather_mesh(prims_t *p, const coll_args_t *a)
 {
     int rank = prims_rank(p), n = prims_nranks(p);
     size_t block = a->count * dtype_size(a->dtype);
     char *own = (char *)a->recvbuf + (size_t)rank * block;
-    if (a->sendbuf != own) memcpy(own, a->sendbuf, block);
+    if (a->sendbuf != own) copy_bytes(own, a->sendbuf, block);
     prims_tree_t *t = trees_mesh(rank, n);
     if (!t) return CHORUS_ERR_NO_MEMORY;
     for (int j = 0; j < n; j++) {

@@ -13,6 +13,7 @@
 #include "algo/algo.h"
 #include "algo/rhd.h"
 #include "util/util.h"
+#include "util/copy.h"
 
 chorus_result_t allgather_rd(prims_t *p, const coll_args_t *a)
 {
@@ -20,7 +21,7 @@ chorus_result_t allgather_rd(prims_t *p, const coll_args_t *a)
     size_t elem = dtype_size(a->dtype), block = a->count * elem, total = block * (size_t)n;
     rhd_layout_t l = rhd_layout(p, 0, a->count, 1, elem);
     char *buf = a->recvbuf, *own = buf + (size_t)rank * block;
-    if (a->sendbuf != own) memcpy(own, a->sendbuf, block);
+    if (a->sendbuf != own) copy_bytes(own, a->sendbuf, block);
     if (l.fold.vrank < 0) {
         CHECK(prims_send(p, l.fold.partner, own, block));
         return prims_recv(p, l.fold.partner, buf, total);

@@ -9,13 +9,14 @@
 
 #include "algo/algo.h"
 #include "algo/ring.h"
+#include "util/copy.h"
 
 chorus_result_t allgather_ring(prims_t *p, const coll_args_t *a)
 {
     int rank = prims_rank(p), n = prims_nranks(p);
     size_t elem = dtype_size(a->dtype), block = a->count * elem;
     char *own = (char *)a->recvbuf + (size_t)rank * block;
-    if (a->sendbuf != own) memcpy(own, a->sendbuf, block);
+    if (a->sendbuf != own) copy_bytes(own, a->sendbuf, block);
     return ring_allgather(p, a->recvbuf, a->count * (size_t)n, elem, 0);
 }
 

@@ -13,6 +13,7 @@
 #include "algo/algo.h"
 #include "algo/plan.h"
 #include "util/util.h"
+#include "util/copy.h"
 
 chorus_result_t alltoall_bruck(prims_t *p, const coll_args_t *a)
 {
@@ -24,26 +25,28 @@ chorus_result_t alltoall_bruck(prims_t *p, const coll_args_t *a)
     CHECK(prims_scratch(p, 0, half, (void **)&rpack));
     char *spack = tmp + block * (size_t)n;
     const char *send = a->sendbuf;
-    for (int j = 0; j < n; j++) memcpy(tmp + (size_t)j * block, send + (size_t)plan_mod(rank + j, n) * block, block);
+    for (int j = 0; j < n; j++)
+        copy_bytes(tmp + (size_t)j * block, send + (size_t)plan_mod(rank + j, n) * block, block);
     for (int d = 1; d < n; d *= 2) {
         int to, from;
         size_t len = 0;
         plan_bruck_alltoall(rank, n, d, &to, &from);
         for (int j = d; j < n; j++)
             if (j & d) {
-                memcpy(spack + len, tmp + (size_t)j * block, block);
+                copy_bytes(spack + len, tmp + (size_t)j * block, block);
                 len += block;
             }
         CHECK(prims_sendrecv(p, to, spack, len, from, rpack, len));
         len = 0;
         for (int j = d; j < n; j++)
             if (j & d) {
-                memcpy(tmp + (size_t)j * block, rpack + len, block);
+                copy_bytes(tmp + (size_t)j * block, rpack + len, block);
                 len += block;
             }
     }
     char *recv = a->recvbuf;
-    for (int j = 0; j < n; j++) memcpy(recv + (size_t)plan_mod(rank - j, n) * block, tmp + (size_t)j * block, block);
+    for (int j = 0; j < n; j++)
+        copy_bytes(recv + (size_t)plan_mod(rank - j, n) * block, tmp + (size_t)j * block, block);
     return CHORUS_SUCCESS;
 }
 

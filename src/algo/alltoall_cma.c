@@ -11,6 +11,7 @@
 
 #include "algo/direct.h"
 #include "util/util.h"
+#include "util/copy.h"
 
 chorus_result_t alltoall_cma(prims_t *p, const coll_args_t *a)
 {
@@ -21,7 +22,7 @@ chorus_result_t alltoall_cma(prims_t *p, const coll_args_t *a)
     if (in == out) {
         void *copy;
         CHECK(prims_scratch(p, 0, bytes * (size_t)n, &copy));
-        memcpy(copy, in, bytes * (size_t)n);
+        copy_bytes(copy, in, bytes * (size_t)n);
         in = copy;
     }
     uint64_t *slot;
@@ -29,7 +30,7 @@ chorus_result_t alltoall_cma(prims_t *p, const coll_args_t *a)
     CHECK(prims_direct_begin(p, (void **)&slot));
     slot[0] = (uint64_t)(uintptr_t)in;
     prims_direct_publish(p, sizeof(*slot));
-    memcpy(out + (size_t)rank * bytes, in + (size_t)rank * bytes, bytes);
+    copy_bytes(out + (size_t)rank * bytes, in + (size_t)rank * bytes, bytes);
     CHECK(prims_direct_wait_all(p, &slots));
     for (int i = 1; i < n; i++) {
         int q = (rank + i) % n;

@@ -13,6 +13,7 @@
 
 #include "algo/direct.h"
 #include "util/util.h"
+#include "util/copy.h"
 
 chorus_result_t alltoall_direct(prims_t *p, const coll_args_t *a)
 {
@@ -24,11 +25,12 @@ chorus_result_t alltoall_direct(prims_t *p, const coll_args_t *a)
         size_t piece = CHORUS_MIN(per, a->count - off) * elem, own = ((size_t)rank * a->count + off) * elem;
         const void *const *slots;
         CHECK(direct_put_pieces(p, in, a->count, off, piece / elem, elem, rank));
-        if (in != out) memcpy(out + own, in + own, piece);
+        if (in != out) copy_bytes(out + own, in + own, piece);
         CHECK(prims_direct_wait_all(p, &slots));
         for (int q = 0; q < n; q++)
             if (q != rank)
-                memcpy(out + ((size_t)q * a->count + off) * elem, (const char *)slots[q] + (size_t)rank * piece, piece);
+                copy_bytes(out + ((size_t)q * a->count + off) * elem, (const char *)slots[q] + (size_t)rank * piece,
+                           piece);
     }
     return CHORUS_SUCCESS;
 }

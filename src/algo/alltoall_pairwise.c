@@ -11,6 +11,7 @@
 #include "algo/algo.h"
 #include "algo/plan.h"
 #include "util/util.h"
+#include "util/copy.h"
 
 chorus_result_t alltoall_pairwise(prims_t *p, const coll_args_t *a)
 {
@@ -21,10 +22,10 @@ chorus_result_t alltoall_pairwise(prims_t *p, const coll_args_t *a)
     if (send == recv) {
         void *copy;
         CHECK(prims_scratch(p, 1, block * (size_t)n, &copy));
-        memcpy(copy, send, block * (size_t)n);
+        copy_bytes(copy, send, block * (size_t)n);
         send = copy;
     } else {
-        memcpy(recv + (size_t)rank * block, send + (size_t)rank * block, block);
+        copy_bytes(recv + (size_t)rank * block, send + (size_t)rank * block, block);
     }
     for (int s = 1; s < n; s++) {
         int to, from;

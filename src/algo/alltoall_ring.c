@@ -12,6 +12,7 @@
 #include "algo/algo.h"
 #include "algo/plan.h"
 #include "util/util.h"
+#include "util/copy.h"
 
 chorus_result_t alltoall_ring(prims_t *p, const coll_args_t *a)
 {
@@ -24,15 +25,15 @@ chorus_result_t alltoall_ring(prims_t *p, const coll_args_t *a)
     /* The first bundle: this rank's blocks for r + 1, ..., r + p - 1, read before recvbuf (maybe sendbuf)
      * is written. */
     for (int i = 0; i < n - 1; i++)
-        memcpy(bundle[0] + (size_t)i * block, send + (size_t)plan_mod(rank + 1 + i, n) * block, block);
-    if (send != recv) memcpy(recv + (size_t)rank * block, send + (size_t)rank * block, block);
+        copy_bytes(bundle[0] + (size_t)i * block, send + (size_t)plan_mod(rank + 1 + i, n) * block, block);
+    if (send != recv) copy_bytes(recv + (size_t)rank * block, send + (size_t)rank * block, block);
     const char *out = bundle[0];
     for (int s = 1; s < n; s++) {
         int to, from, src, nblocks;
         plan_ring_alltoall(rank, n, s, &to, &from, &src, &nblocks);
         char *in = bundle[s % 2];
         CHECK(prims_sendrecv(p, to, out, (size_t)nblocks * block, from, in, (size_t)nblocks * block));
-        memcpy(recv + (size_t)src * block, in, block);
+        copy_bytes(recv + (size_t)src * block, in, block);
         out = in + block;
     }
     return CHORUS_SUCCESS;

@@ -11,6 +11,7 @@
 
 #include "algo/algo.h"
 #include "algo/trees.h"
+#include "util/copy.h"
 
 chorus_result_t broadcast_binomial(prims_t *p, const coll_args_t *a)
 {
@@ -18,7 +19,7 @@ chorus_result_t broadcast_binomial(prims_t *p, const coll_args_t *a)
     size_t bytes = a->count * dtype_size(a->dtype);
     prims_tree_t t;
     trees_binomial(&t, kids, rank, prims_nranks(p), a->root);
-    if (rank == a->root && a->sendbuf != a->recvbuf) memcpy(a->recvbuf, a->sendbuf, bytes);
+    if (rank == a->root && a->sendbuf != a->recvbuf) copy_bytes(a->recvbuf, a->sendbuf, bytes);
     t.src = a->recvbuf;
     t.dst = a->recvbuf;
     t.bytes = bytes;

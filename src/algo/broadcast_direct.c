@@ -12,6 +12,7 @@
 
 #include "algo/direct.h"
 #include "util/util.h"
+#include "util/copy.h"
 
 chorus_result_t broadcast_direct(prims_t *p, const coll_args_t *a)
 {
@@ -24,14 +25,14 @@ chorus_result_t broadcast_direct(prims_t *p, const coll_args_t *a)
         void *slot;
         const void *theirs;
         CHECK(prims_direct_begin(p, &slot));
-        if (rank == a->root) memcpy(slot, in + off * elem, bytes);
+        if (rank == a->root) copy_bytes(slot, in + off * elem, bytes);
         prims_direct_publish(p, rank == a->root ? bytes : 0);
         if (rank == a->root) {
-            if (in != out) memcpy(out + off * elem, slot, bytes);
+            if (in != out) copy_bytes(out + off * elem, slot, bytes);
             continue;
         }
         CHECK(prims_direct_wait(p, a->root, &theirs));
-        memcpy(out + off * elem, theirs, bytes);
+        copy_bytes(out + off * elem, theirs, bytes);
     }
     return CHORUS_SUCCESS;
 }

@@ -14,6 +14,7 @@
 #include "algo/algo.h"
 #include "algo/ring.h"
 #include "util/util.h"
+#include "util/copy.h"
 
 /* Bytes of blocks [lo, hi) of the p-block partition, and where they start. */
 static size_t blocks_span(size_t count, int n, size_t elem, int lo, int hi, size_t *off_p)
@@ -30,7 +31,7 @@ chorus_result_t broadcast_scatter_allgather(prims_t *p, const coll_args_t *a)
     int rank = prims_rank(p), n = prims_nranks(p), v = plan_mod(rank - a->root, n), kids[32];
     size_t elem = dtype_size(a->dtype), off, len;
     char *buf = a->recvbuf;
-    if (rank == a->root && a->sendbuf != a->recvbuf) memcpy(buf, a->sendbuf, a->count * elem);
+    if (rank == a->root && a->sendbuf != a->recvbuf) copy_bytes(buf, a->sendbuf, a->count * elem);
     if (v) {
         len = blocks_span(a->count, n, elem, v, v + plan_binomial_size(v, n), &off);
         CHECK(prims_recv(p, plan_mod(plan_binomial_parent(v) + a->root, n), buf + off, len));

@@ -4,12 +4,13 @@
 #include <string.h>
 
 #include "util/util.h"
+#include "util/copy.h"
 
 chorus_result_t direct_put(prims_t *p, const void *src, size_t bytes)
 {
     void *slot;
     CHECK(prims_direct_begin(p, &slot));
-    memcpy(slot, src, bytes);
+    copy_bytes(slot, src, bytes);
     prims_direct_publish(p, bytes);
     return CHORUS_SUCCESS;
 }
@@ -22,7 +23,7 @@ chorus_result_t direct_put_pieces(prims_t *p, const char *buf, size_t block_elem
     size_t piece = cnt * elem;
     CHECK(prims_direct_begin(p, (void **)&slot));
     for (int q = 0; q < n; q++)
-        if (q != skip) memcpy(slot + (size_t)q * piece, buf + ((size_t)q * block_elems + off) * elem, piece);
+        if (q != skip) copy_bytes(slot + (size_t)q * piece, buf + ((size_t)q * block_elems + off) * elem, piece);
     prims_direct_publish(p, (size_t)n * piece);
     return CHORUS_SUCCESS;
 }
@@ -49,7 +50,7 @@ chorus_result_t direct_gather_slices(prims_t *p, char *out, size_t cnt, size_t e
     for (int q = 0; q < prims_nranks(p); q++) {
         size_t soff, scnt;
         prims_partition(cnt, prims_nranks(p), q, &soff, &scnt);
-        memcpy(out + soff * elem, slots[q], scnt * elem);
+        copy_bytes(out + soff * elem, slots[q], scnt * elem);
     }
     return CHORUS_SUCCESS;
 }

@@ -8,6 +8,7 @@
 #include "algo/prims_impl.h"
 #include "util/log.h"
 #include "util/util.h"
+#include "util/copy.h"
 
 int prims_rank(const prims_t *p) { return p->rank; }
 int prims_nranks(const prims_t *p) { return p->nranks; }
@@ -318,7 +319,7 @@ static chorus_result_t exch_step(void *arg, progress_status_t *status)
     }
     if (!moved && e->copy_done < e->copy_len) {
         size_t len = CHORUS_MIN(e->copy_len - e->copy_done, CHORUS_MAX(e->p->chunk_bytes, (size_t)4096));
-        memcpy(e->copy_dst + e->copy_done, e->copy_src + e->copy_done, len);
+        copy_bytes(e->copy_dst + e->copy_done, e->copy_src + e->copy_done, len);
         e->copy_done += len;
         moved = 1;
     }

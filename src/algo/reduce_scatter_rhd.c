@@ -14,6 +14,7 @@
 #include "algo/algo.h"
 #include "algo/rhd.h"
 #include "util/util.h"
+#include "util/copy.h"
 
 chorus_result_t reduce_scatter_rhd(prims_t *p, const coll_args_t *a)
 {
@@ -36,7 +37,7 @@ chorus_result_t reduce_scatter_rhd(prims_t *p, const coll_args_t *a)
         CHECK(rhd_reduce_scatter(p, &l, first, work, &red));
         if (l.fold.partner >= 0)
             CHECK(prims_send(p, l.fold.partner, (char *)work + (size_t)l.fold.partner * block, block));
-        memcpy(a->recvbuf, (char *)work + (size_t)rank * block, block);
+        copy_bytes(a->recvbuf, (char *)work + (size_t)rank * block, block);
     }
     reduce_finish(a->recvbuf, a->count, a->dtype, a->op, n);
     return CHORUS_SUCCESS;

@@ -56,6 +56,7 @@
 #include "transport/transport.h"
 #include "util/log.h"
 #include "util/util.h"
+#include "util/copy.h"
 
 #define SHM_ALIGN 16
 #define SHM_FRAME_BYTES (16 + TRANSPORT_CHECK_BYTES)
@@ -131,15 +132,15 @@ static size_t shm_padded(size_t len) { return (len + SHM_ALIGN - 1) & ~(size_t)(
 static void shm_copy_in(shm_conn_t *c, uint64_t pos, const void *src, size_t n)
 {
     size_t off = (size_t)(pos % c->ring_bytes), first = CHORUS_MIN(n, c->ring_bytes - off);
-    memcpy(c->tx.ring + off, src, first);
-    if (n > first) memcpy(c->tx.ring, (const char *)src + first, n - first);
+    copy_bytes(c->tx.ring + off, src, first);
+    if (n > first) copy_bytes(c->tx.ring, (const char *)src + first, n - first);
 }
 
 static void shm_copy_out(shm_conn_t *c, void *dst, uint64_t pos, size_t n)
 {
     size_t off = (size_t)(pos % c->ring_bytes), first = CHORUS_MIN(n, c->ring_bytes - off);
-    memcpy(dst, c->rx.ring + off, first);
-    if (n > first) memcpy((char *)dst + first, c->rx.ring, n - first);
+    copy_bytes(dst, c->rx.ring + off, first);
+    if (n > first) copy_bytes((char *)dst + first, c->rx.ring, n - first);
 }
 
 /* Free bytes in the send ring; the consumer's head is loaded again only when the cached one shows too few. */

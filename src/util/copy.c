@@ -1,0 +1,53 @@
+#include "util/copy.h"
+
+#include <stdint.h>
+#include <string.h>
+
+/* The sizes glibc moves with rep movsb on x86-64 (rep_movsb_threshold for AVX2 to about the L2 size, past
+ * which it uses vector loops and non-temporal stores itself). */
+#define COPY_LOOP_MIN 4096
+#define COPY_LOOP_MAX (1u << 20)
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+/* n >= 64. Unaligned loads, stores aligned to 32 bytes; the first and last 32 bytes are loaded before
+ * anything is stored and written unaligned, which covers the ragged ends. */
+__attribute__((target("avx2"))) static void copy_avx2(char *d, const char *s, size_t n)
+{
+    __m256i head = _mm256_loadu_si256((const __m256i *)s);
+    __m256i tail = _mm256_loadu_si256((const __m256i *)(s + n - 32));
+    char *end = d + n;
+    size_t skip = 32 - ((uintptr_t)d & 31);
+    _mm256_storeu_si256((__m256i *)d, head);
+    d += skip;
+    s += skip;
+    n -= skip;
+    for (; n >= 128; d += 128, s += 128, n -= 128) {
+        __m256i a = _mm256_loadu_si256((const __m256i *)s);
+        __m256i b = _mm256_loadu_si256((const __m256i *)(s + 32));
+        __m256i c = _mm256_loadu_si256((const __m256i *)(s + 64));
+        __m256i e = _mm256_loadu_si256((const __m256i *)(s + 96));
+        _mm256_store_si256((__m256i *)d, a);
+        _mm256_store_si256((__m256i *)(d + 32), b);
+        _mm256_store_si256((__m256i *)(d + 64), c);
+        _mm256_store_si256((__m256i *)(d + 96), e);
+    }
+    for (; n >= 32; d += 32, s += 32, n -= 32)
+        _mm256_store_si256((__m256i *)d, _mm256_loadu_si256((const __m256i *)s));
+    _mm256_storeu_si256((__m256i *)(end - 32), tail);
+}
+
+void copy_bytes(void *dst, const void *src, size_t n)
+{
+    /* __builtin_cpu_supports reads what libgcc found at start-up: a load and a test. */
+    if (n >= COPY_LOOP_MIN && n <= COPY_LOOP_MAX && (((uintptr_t)dst - (uintptr_t)src) & 63) != 0 &&
+        __builtin_cpu_supports("avx2")) {
+        copy_avx2(dst, src, n);
+        return;
+    }
+    memcpy(dst, src, n);
+}
+#else
+void copy_bytes(void *dst, const void *src, size_t n) { memcpy(dst, src, n); }
+#endif
