@@ -148,6 +148,7 @@ static inline prims_reduce_t algo_reduction(const coll_args_t *a)
 /* Algorithms (one file each). */
 chorus_result_t allreduce_ring(prims_t *p, const coll_args_t *a);
 chorus_result_t allreduce_rhd(prims_t *p, const coll_args_t *a);
+chorus_result_t allreduce_rd(prims_t *p, const coll_args_t *a);
 chorus_result_t allreduce_dbt(prims_t *p, const coll_args_t *a);
 chorus_result_t allreduce_tree(prims_t *p, const coll_args_t *a);
 chorus_result_t allreduce_mesh(prims_t *p, const coll_args_t *a);
@@ -185,6 +186,7 @@ chorus_result_t barrier_direct(prims_t *p, const coll_args_t *a);
 /* Their cost terms (each in its algorithm's file, beside the comment they come from). */
 algo_cost_t allreduce_ring_cost(const algo_shape_t *s);
 algo_cost_t allreduce_rhd_cost(const algo_shape_t *s);
+algo_cost_t allreduce_rd_cost(const algo_shape_t *s);
 algo_cost_t allreduce_dbt_cost(const algo_shape_t *s);
 algo_cost_t allreduce_tree_cost(const algo_shape_t *s);
 algo_cost_t allreduce_mesh_cost(const algo_shape_t *s);

@@ -16,6 +16,7 @@
 static const algo_desc_t algo_table[] = {
     {COLL_ALLREDUCE, "ring", allreduce_ring, 0, allreduce_ring_cost},
     {COLL_ALLREDUCE, "rhd", allreduce_rhd, 0, allreduce_rhd_cost},
+    {COLL_ALLREDUCE, "rd", allreduce_rd, 0, allreduce_rd_cost},
     {COLL_ALLREDUCE, "dbt", allreduce_dbt, 0, allreduce_dbt_cost},
     {COLL_ALLREDUCE, "tree", allreduce_tree, 0, allreduce_tree_cost},
     {COLL_ALLREDUCE, "mesh", allreduce_mesh, 0, allreduce_mesh_cost},
@@ -86,10 +87,11 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * to scratch, and the direct one took 0.4 to 0.65 of the pairwise one's time on 2 ranks from 4 to 64
  * MiB, 0.5 to 0.7 on 4 ranks at 16 and 64 MiB, and 0.6 to 0.65 on 8 at 16 MiB (alternating runs; out of
  * place they are level on 2 ranks from 4 MiB, and on 4 the pairwise one is level at 16 MiB and ahead at
- * 64). Small AllReduce on 2 ranks over connections takes the star (rank 1 sends, rank 0 reduces and
- * sends back) rather than rhd's one exchange: over loopback TCP it took 0.8 of rhd's time at 1 and 4
- * KiB and 0.88 at 16 KiB (1.8x at 64 KiB), and between two emulated hosts (tests/cluster, veth and a
- * bridge) 0.2 to 0.8 of it at 1 and 4 KiB in every repetition (alternating runs of 1000 calls). */
+ * 64). Small AllReduce on 2 ranks over connections takes recursive doubling, one exchange of the whole
+ * buffer, where rhd makes two exchanges of half of it and the star two one-way hops through rank 0: over
+ * loopback TCP it took 0.5 to 0.65 of rhd's time and 0.65 to 0.85 of the star's at 16 B to 16 KiB (level
+ * with rhd at 64 KiB; alternating runs of 2000 calls). The star had taken 0.8 of rhd's time there, and
+ * between two emulated hosts (tests/cluster) 0.2 to 0.8 of it. */
 #define RULE(c, n, ...) {.coll = c, .name = n, __VA_ARGS__}
 static const struct algo_rule {
     coll_kind_t coll;
@@ -110,7 +112,7 @@ static const struct algo_rule {
     RULE(COLL_ALLREDUCE, "mesh", .max_ranks = 2, .min_bytes = 8 << 20),
     RULE(COLL_ALLREDUCE, "mesh", .min_bytes = 1 << 20, .oversubscribed = 1),
     RULE(COLL_ALLREDUCE, "star", .max_ranks = 8, .max_bytes = 256 << 10, .oversubscribed = 1),
-    RULE(COLL_ALLREDUCE, "star", .max_ranks = 2, .max_bytes = 16 << 10),
+    RULE(COLL_ALLREDUCE, "rd", .max_ranks = 2, .max_bytes = 16 << 10),
     RULE(COLL_ALLREDUCE, "rhd", .max_bytes = 64 << 10),
     RULE(COLL_ALLREDUCE, "ring"),
     RULE(COLL_ALLGATHER, "direct", .min_ranks = 3),

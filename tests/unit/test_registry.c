@@ -73,7 +73,8 @@ static void check_defaults(void)
         {COLL_ALLREDUCE, 1 << 24, 4, 0, 0, "ring", "cores unknown: no sharing"},
         /* Two ranks take the mesh for large AllReduce, one rank a core or not, on one host or across two. */
         {COLL_ALLREDUCE, 8 << 20, 2, 0, 2, "mesh", "2 ranks, 8 MiB"},
-        {COLL_ALLREDUCE, 16 << 10, 2, 0, 2, "star", "2 ranks, two hosts, 16 KiB"},
+        {COLL_ALLREDUCE, 16 << 10, 2, 0, 2, "rd", "2 ranks, two hosts, 16 KiB"},
+        {COLL_ALLREDUCE, 16, 2, 0, 2, "rd", "2 ranks, two hosts, 16 B"},
         {COLL_ALLREDUCE, 64 << 10, 2, 0, 2, "rhd", "2 ranks, two hosts, 64 KiB"},
         {COLL_ALLREDUCE, 8 << 20, 2, 1, 4, "mesh", "2 ranks, 8 MiB, one host"},
         {COLL_ALLREDUCE, 4 << 20, 2, 0, 2, "ring", "2 ranks, 4 MiB"},
