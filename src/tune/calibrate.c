@@ -207,7 +207,7 @@ chorus_result_t tune_measure(prims_t *p, tune_state_t *ts, int thorough)
      * page's first touch is what costs most here (4 ms per MiB on the reference machine, a virtual
      * machine; a tenth of a millisecond on bare metal), and would otherwise fall into the timed runs or
      * keep a partner waiting. Page-aligned, as chorus-perf's buffers are: on an AMD EPYC virtual machine,
-     * glibc's memcpy (rep movsb from 2 KiB to the L2 size) ran 3x slower between a malloc'ed buffer (16
+     * glibc's memcpy (rep movsb from a few KiB to the L2 size) ran 3x slower between a malloc'ed buffer (16
      * bytes past a page) and the page-aligned arena slots than between page-aligned buffers, and the
      * arena's rate came out at 1 GB/s where chorus-perf's direct algorithms ran at 5-10. */
     char *scratch = tune_alloc(TUNE_SCRATCH_BYTES);
