@@ -90,8 +90,9 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * 64). Small AllReduce on 2 ranks over connections takes recursive doubling, one exchange of the whole
  * buffer, where rhd makes two exchanges of half of it and the star two one-way hops through rank 0: over
  * loopback TCP it took 0.5 to 0.65 of rhd's time and 0.65 to 0.85 of the star's at 16 B to 16 KiB (level
- * with rhd at 64 KiB; alternating runs of 2000 calls). The star had taken 0.8 of rhd's time there, and
- * between two emulated hosts (tests/cluster) 0.2 to 0.8 of it. */
+ * with rhd at 64 KiB; alternating runs of 2000 calls), and between two emulated hosts (tests/cluster,
+ * veth and a bridge) 0.3 to 0.7 of the star's time up to 4 KiB, level with both at 16 KiB and with rhd at
+ * 64 KiB (alternating runs of 1000 calls). */
 #define RULE(c, n, ...) {.coll = c, .name = n, __VA_ARGS__}
 static const struct algo_rule {
     coll_kind_t coll;
