@@ -7,12 +7,10 @@
  * Steps: ceil(log2 p). Bytes sent per rank: (p - 1)/p * n (n = the gathered buffer, p * sendcount
  * elements), plus a local copy of n. Restrictions: none.
  */
-#include <string.h>
-
 #include "algo/algo.h"
 #include "algo/plan.h"
-#include "util/util.h"
 #include "util/copy.h"
+#include "util/util.h"
 
 chorus_result_t allgather_bruck(prims_t *p, const coll_args_t *a)
 {

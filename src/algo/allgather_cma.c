@@ -7,11 +7,9 @@
  * Steps: 2 synchronisations. Bytes per rank: (p-1)/p n read from the peers, one copy each (the arena
  * path copies twice). Restrictions: direct access and single-copy reads.
  */
-#include <string.h>
-
 #include "algo/direct.h"
-#include "util/util.h"
 #include "util/copy.h"
+#include "util/util.h"
 
 chorus_result_t allgather_cma(prims_t *p, const coll_args_t *a)
 {

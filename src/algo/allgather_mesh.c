@@ -6,7 +6,6 @@
  * buffer, p * sendcount elements). Copied: n/p (its own block, out of place). Restrictions: none.
  */
 #include <stdlib.h>
-#include <string.h>
 
 #include "algo/algo.h"
 #include "algo/trees.h"

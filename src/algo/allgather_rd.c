@@ -8,12 +8,10 @@
  * buffer, p * sendcount elements), plus n from the even rank of a pair to its partner. Copied: n/p
  * (its own block, out of place). Restrictions: none.
  */
-#include <string.h>
-
 #include "algo/algo.h"
 #include "algo/rhd.h"
-#include "util/util.h"
 #include "util/copy.h"
+#include "util/util.h"
 
 chorus_result_t allgather_rd(prims_t *p, const coll_args_t *a)
 {

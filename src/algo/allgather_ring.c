@@ -5,8 +5,6 @@
  * Steps: p - 1. Bytes sent per rank: (p - 1)/p * n (n = the gathered buffer, p * sendcount elements).
  * Copied: n/p (its own block, out of place). Restrictions: none.
  */
-#include <string.h>
-
 #include "algo/algo.h"
 #include "algo/ring.h"
 #include "util/copy.h"

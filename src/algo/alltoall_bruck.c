@@ -8,12 +8,10 @@
  * elements), more than pairwise's (p - 1)/p * n for p > 4, in exchange for log p rather than p - 1
  * latencies; plus local copies of 2n and n/2 per step of packing. Restrictions: none.
  */
-#include <string.h>
-
 #include "algo/algo.h"
 #include "algo/plan.h"
-#include "util/util.h"
 #include "util/copy.h"
+#include "util/util.h"
 
 chorus_result_t alltoall_bruck(prims_t *p, const coll_args_t *a)
 {

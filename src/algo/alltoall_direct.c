@@ -9,11 +9,9 @@
  * chunk is copied in before any of it is overwritten, and the own block stays where it is.
  * Restrictions: direct access (every rank on one host, sharing the host arena).
  */
-#include <string.h>
-
 #include "algo/direct.h"
-#include "util/util.h"
 #include "util/copy.h"
+#include "util/util.h"
 
 chorus_result_t alltoall_direct(prims_t *p, const coll_args_t *a)
 {

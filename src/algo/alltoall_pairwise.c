@@ -6,12 +6,10 @@
  * Steps: p - 1. Bytes sent per rank: (p - 1)/p * n (n = p * count elements). Copied: n/p, the own block
  * (in place: n, the scratch copy). Restrictions: none.
  */
-#include <string.h>
-
 #include "algo/algo.h"
 #include "algo/plan.h"
-#include "util/util.h"
 #include "util/copy.h"
+#include "util/util.h"
 
 chorus_result_t alltoall_pairwise(prims_t *p, const coll_args_t *a)
 {

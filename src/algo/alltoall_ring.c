@@ -7,12 +7,10 @@
  * factor p/2 over pairwise, for a ring-shaped topology. Copied: (2p - 1)/p * n: the first bundle
  * ((p - 1)/p * n), the own block and each step's block for this rank. Restrictions: none.
  */
-#include <string.h>
-
 #include "algo/algo.h"
 #include "algo/plan.h"
-#include "util/util.h"
 #include "util/copy.h"
+#include "util/util.h"
 
 chorus_result_t alltoall_ring(prims_t *p, const coll_args_t *a)
 {

@@ -7,8 +7,6 @@
  * rank: n per child (the root: ceil(log2 p) n; leaves, half the ranks: none). Time ~ ceil(log2 p)
  * (alpha + n/beta) unpipelined. Copied: n at the root out of place, before it sends. Restrictions: none.
  */
-#include <string.h>
-
 #include "algo/algo.h"
 #include "algo/trees.h"
 #include "util/copy.h"

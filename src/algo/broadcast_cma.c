@@ -7,11 +7,9 @@
  * path copies twice). Copied: n at the root out of place, while the others read (off their path).
  * Restrictions: direct access and single-copy reads.
  */
-#include <string.h>
-
 #include "algo/direct.h"
-#include "util/util.h"
 #include "util/copy.h"
+#include "util/util.h"
 
 chorus_result_t broadcast_cma(prims_t *p, const coll_args_t *a)
 {

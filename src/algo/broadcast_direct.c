@@ -8,11 +8,9 @@
  * output out of place), n copied out at every other rank; nothing crosses a connection. Restrictions:
  * direct access (every rank on one host, sharing the host arena).
  */
-#include <string.h>
-
 #include "algo/direct.h"
-#include "util/util.h"
 #include "util/copy.h"
+#include "util/util.h"
 
 chorus_result_t broadcast_direct(prims_t *p, const coll_args_t *a)
 {

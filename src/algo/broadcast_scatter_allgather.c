@@ -9,12 +9,10 @@
  * ~2 (p - 1)/p * n/beta rather than the root's n/beta per level of a tree. Copied: n at the root out of
  * place, before it sends. Restrictions: none.
  */
-#include <string.h>
-
 #include "algo/algo.h"
 #include "algo/ring.h"
-#include "util/util.h"
 #include "util/copy.h"
+#include "util/util.h"
 
 /* Bytes of blocks [lo, hi) of the p-block partition, and where they start. */
 static size_t blocks_span(size_t count, int n, size_t elem, int lo, int hi, size_t *off_p)

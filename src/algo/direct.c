@@ -1,10 +1,8 @@
 /* Steps shared by the direct-access algorithms (see direct.h). */
 #include "algo/direct.h"
 
-#include <string.h>
-
-#include "util/util.h"
 #include "util/copy.h"
+#include "util/util.h"
 
 chorus_result_t direct_put(prims_t *p, const void *src, size_t bytes)
 {

@@ -6,9 +6,9 @@
 
 #include "algo/algo.h"
 #include "algo/prims_impl.h"
+#include "util/copy.h"
 #include "util/log.h"
 #include "util/util.h"
-#include "util/copy.h"
 
 int prims_rank(const prims_t *p) { return p->rank; }
 int prims_nranks(const prims_t *p) { return p->nranks; }

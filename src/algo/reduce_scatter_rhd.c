@@ -9,12 +9,10 @@
  * input, p * recvcount elements), plus n from the odd rank of a pair and n/p back to it. Reduction per
  * rank: (pv - 1)/pv * n (+ n at the even rank of a pair). Restrictions: none.
  */
-#include <string.h>
-
 #include "algo/algo.h"
 #include "algo/rhd.h"
-#include "util/util.h"
 #include "util/copy.h"
+#include "util/util.h"
 
 chorus_result_t reduce_scatter_rhd(prims_t *p, const coll_args_t *a)
 {

@@ -15,7 +15,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "tune/tune.h"
 #include "util/log.h"

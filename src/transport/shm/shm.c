@@ -54,9 +54,9 @@
 #include "platform/shmem.h"
 #include "platform/socket.h"
 #include "transport/transport.h"
+#include "util/copy.h"
 #include "util/log.h"
 #include "util/util.h"
-#include "util/copy.h"
 
 #define SHM_ALIGN 16
 #define SHM_FRAME_BYTES (16 + TRANSPORT_CHECK_BYTES)
