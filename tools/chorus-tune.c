@@ -3,11 +3,17 @@
  * link), and writes a tuning file for CHORUS_TUNING_FILE. Run it under chorusrun with two ranks or more:
  *
  *     chorusrun -n 2 chorus-tune -o chorus-tuning.txt
+ *     chorusrun -n 4 chorus-tune --rules -o chorus-tuning.txt
  *
  * On one host it measures shared memory (and the host arena) with a first communicator, then TCP with a
  * second one (CHORUS_TRANSPORT=tcp); across hosts, TCP between rank 0 and the first rank on another host.
- * Rank 0 writes the file. docs/tuning.md.
+ *
+ * With --rules it also times every algorithm of every collective on this rank count, over a size sweep
+ * (each algorithm in turn, repeated, medians), and writes the fastest as rules for this rank count and
+ * link, out of place. Rules an existing file holds for other rank counts or links are kept, so runs with
+ * several rank counts build one file. Rank 0 writes the file. docs/tuning.md.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +21,8 @@
 #include "chorus/chorus.h"
 #include "core/comm_info.h"
 #include "tune/tune.h"
+#include "util/params.h"
+#include "util/util.h"
 
 static int fail(chorus_comm_t comm, const char *what, chorus_result_t res)
 {
@@ -23,14 +31,230 @@ static int fail(chorus_comm_t comm, const char *what, chorus_result_t res)
     return 1;
 }
 
+/* The rule sweep: whole-buffer sizes from TUNE_SWEEP_MIN to the --max-bytes, by a factor of 4. */
+#define TUNE_SWEEP_MIN 1024.0
+#define TUNE_SWEEP_MAX_SIZES 24
+#define TUNE_REPS 3           /* each algorithm's time at a size: the median of this many turns */
+#define TUNE_BUDGET_S 2e-3    /* a turn's timed calls take about this long */
+#define TUNE_KEEP_WITHIN 1.05 /* the previous size's winner stays while within 5 % of the fastest */
+#define TUNE_DROP_OVER 3.0    /* an algorithm over 3x the fastest is not timed at larger sizes */
+
+typedef struct sweep {
+    chorus_comm_t comm;
+    int rank, nranks;
+    void *send, *recv;
+} sweep_t;
+
+/* One out-of-place call moving n bytes in all, float32 (sum where it reduces), as algo_shape_t counts. */
+static chorus_result_t sweep_call(const sweep_t *s, coll_kind_t coll, double n)
+{
+    size_t count = (size_t)(n / 4), per_rank = count / (size_t)s->nranks;
+    switch (coll) {
+    case COLL_ALLREDUCE: return chorus_allreduce(s->send, s->recv, count, chorus_float32, chorus_sum, s->comm, NULL);
+    case COLL_ALLGATHER: return chorus_allgather(s->send, s->recv, per_rank, chorus_float32, s->comm, NULL);
+    case COLL_REDUCE_SCATTER:
+        return chorus_reduce_scatter(s->send, s->recv, per_rank, chorus_float32, chorus_sum, s->comm, NULL);
+    case COLL_BROADCAST: return chorus_broadcast(s->send, s->recv, count, chorus_float32, 0, s->comm, NULL);
+    case COLL_REDUCE: return chorus_reduce(s->send, s->recv, count, chorus_float32, chorus_sum, 0, s->comm, NULL);
+    case COLL_ALLTOALL: return chorus_alltoall(s->send, s->recv, per_rank, chorus_float32, s->comm, NULL);
+    default: return CHORUS_ERR_INVALID_ARGUMENT;
+    }
+}
+
+/* Seconds per call of `iters` calls after a barrier, the slowest rank's (the same on every rank). */
+static chorus_result_t sweep_time(const sweep_t *s, coll_kind_t coll, double n, int iters, double *sec_p)
+{
+    chorus_result_t res = chorus_barrier(s->comm, NULL);
+    int64_t t0 = time_now_ns();
+    for (int i = 0; res == CHORUS_SUCCESS && i < iters; i++) res = sweep_call(s, coll, n);
+    double t = (double)(time_now_ns() - t0) * 1e-9 / iters;
+    if (res == CHORUS_SUCCESS) res = chorus_allreduce(&t, &t, 1, chorus_float64, chorus_max, s->comm, NULL);
+    *sec_p = t;
+    return res;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The sizes of the sweep and, per size, the registry entry that was fastest. */
+typedef struct sweep_result {
+    int nsizes;
+    double size[TUNE_SWEEP_MAX_SIZES];
+    size_t winner[TUNE_SWEEP_MAX_SIZES];
+} sweep_result_t;
+
+/* Times every algorithm of coll the communicator supports over the sweep. Rank 0 prints the table. */
+static chorus_result_t sweep_collective(const sweep_t *s, coll_kind_t coll, double max_bytes, sweep_result_t *out)
+{
+    size_t count;
+    const algo_desc_t *table = algo_registry(&count);
+    size_t algos[64];
+    int nalgos = 0, live[64];
+    for (size_t i = 0; i < count && nalgos < 64; i++)
+        if (table[i].coll == coll && algo_supported(&table[i], comm_algo_caps(s->comm))) {
+            live[nalgos] = 1;
+            algos[nalgos++] = i;
+        }
+    out->nsizes = 0;
+    if (nalgos == 0) return CHORUS_SUCCESS;
+    if (s->rank == 0) {
+        printf("# %s on %d ranks, us per call (median of %d turns; - : dropped, over %.0fx the fastest before)\n%10s",
+               coll_name(coll), s->nranks, TUNE_REPS, TUNE_DROP_OVER, "bytes");
+        for (int a = 0; a < nalgos; a++) printf(" %10s", table[algos[a]].name);
+        printf("  fastest\n");
+    }
+    char forced[96];
+    chorus_result_t res = CHORUS_SUCCESS;
+    for (double n = TUNE_SWEEP_MIN; res == CHORUS_SUCCESS && n <= max_bytes && out->nsizes < TUNE_SWEEP_MAX_SIZES;
+         n *= 4) {
+        double t[64][TUNE_REPS];
+        int iters[64];
+        for (int rep = 0; res == CHORUS_SUCCESS && rep < TUNE_REPS; rep++)
+            for (int a = 0; res == CHORUS_SUCCESS && a < nalgos; a++) {
+                if (!live[a]) continue;
+                snprintf(forced, sizeof(forced), "%s:%s", coll_name(coll), table[algos[a]].name);
+                if ((res = comm_set_algo(s->comm, forced)) != CHORUS_SUCCESS) break;
+                /* A warm-up call, timed on the first turn to size the timed ones (the same on every rank). */
+                double once;
+                if ((res = sweep_time(s, coll, n, 1, &once)) != CHORUS_SUCCESS) break;
+                if (rep == 0) iters[a] = (int)fmin(1000, fmax(2, TUNE_BUDGET_S / fmax(once, 1e-7)));
+                res = sweep_time(s, coll, n, iters[a], &t[a][rep]);
+            }
+        if (res != CHORUS_SUCCESS) break;
+        int k = out->nsizes++, best = -1;
+        double med[64];
+        out->size[k] = n;
+        for (int a = 0; a < nalgos; a++) {
+            if (!live[a]) continue;
+            qsort(t[a], TUNE_REPS, sizeof(double), cmp_double);
+            med[a] = t[a][TUNE_REPS / 2];
+            if (best < 0 || med[a] < med[best]) best = a;
+        }
+        /* Ties within the noise keep the previous size's winner: fewer rules, and no flapping. */
+        for (int a = 0; k > 0 && a < nalgos; a++)
+            if (live[a] && algos[a] == out->winner[k - 1] && med[a] <= med[best] * TUNE_KEEP_WITHIN) best = a;
+        out->winner[k] = algos[best];
+        if (s->rank == 0) {
+            printf("%10.0f", n);
+            for (int a = 0; a < nalgos; a++)
+                live[a] ? printf(" %10.2f", med[a] * 1e6) : printf(" %10s", "-");
+            printf("  %s\n", table[algos[best]].name);
+            fflush(stdout);
+        }
+        for (int a = 0; a < nalgos; a++)
+            if (live[a] && med[a] > med[best] * TUNE_DROP_OVER) live[a] = 0;
+    }
+    if (res == CHORUS_SUCCESS) res = comm_set_algo(s->comm, NULL);
+    return res;
+}
+
+/* Appends to tf one rule per run of sizes with the same winner, the bounds halfway (geometrically)
+ * between the last size of a run and the first of the next. */
+static int add_rules(tune_file_t *tf, coll_kind_t coll, int nranks, tune_link_t link, const sweep_result_t *r)
+{
+    for (int i = 0; i < r->nsizes;) {
+        int j = i;
+        while (j + 1 < r->nsizes && r->winner[j + 1] == r->winner[i]) j++;
+        if (tf->nrules == TUNE_MAX_RULES) {
+            fprintf(stderr, "chorus-tune: more than %d rules; keep fewer rank counts in one file\n", TUNE_MAX_RULES);
+            return -1;
+        }
+        tf->rules[tf->nrules++] = (tune_rule_t){
+            .coll = coll,
+            .entry = r->winner[i],
+            .min_ranks = nranks,
+            .max_ranks = nranks,
+            .min_bytes = i > 0 ? round(sqrt(r->size[i - 1] * r->size[i])) : 0,
+            .max_bytes = j + 1 < r->nsizes ? round(sqrt(r->size[j] * r->size[j + 1])) : 0,
+            .link = (int)link,
+            .place = 0,
+        };
+        i = j + 1;
+    }
+    return 0;
+}
+
+/* Derives the rules of this communicator's rank count and link into tf (rank 0's counts). */
+static chorus_result_t derive_rules(chorus_comm_t comm, tune_link_t link, double max_bytes, tune_file_t *tf)
+{
+    sweep_t s = {.comm = comm};
+    chorus_comm_rank(comm, &s.rank);
+    chorus_comm_size(comm, &s.nranks);
+    s.send = tune_alloc((size_t)max_bytes);
+    s.recv = tune_alloc((size_t)max_bytes);
+    if (!s.send || !s.recv) {
+        free(s.send);
+        free(s.recv);
+        return CHORUS_ERR_NO_MEMORY;
+    }
+    /* Ones: sums stay exact and far from the denormals that would slow the reduction kernels. */
+    for (size_t i = 0; i < (size_t)max_bytes / 4; i++) ((float *)s.send)[i] = 1.0f;
+    if (s.rank == 0) printf("# rules for %d ranks over %s, out of place\n", s.nranks, tune_link_name(link));
+    static const coll_kind_t colls[] = {COLL_ALLREDUCE, COLL_ALLGATHER, COLL_REDUCE_SCATTER,
+                                        COLL_BROADCAST, COLL_REDUCE,    COLL_ALLTOALL};
+    chorus_result_t res = CHORUS_SUCCESS;
+    for (size_t c = 0; res == CHORUS_SUCCESS && c < sizeof(colls) / sizeof(colls[0]); c++) {
+        sweep_result_t r;
+        res = sweep_collective(&s, colls[c], max_bytes, &r);
+        if (res == CHORUS_SUCCESS && s.rank == 0 && add_rules(tf, colls[c], s.nranks, link, &r) != 0)
+            res = CHORUS_ERR_INVALID_ARGUMENT;
+    }
+    free(s.send);
+    free(s.recv);
+    return res;
+}
+
+/* The rules of an existing file at path that this run does not derive anew (other rank counts or
+ * links, or written by hand), kept in tf. A missing file has none. */
+static int keep_rules(const char *path, int nranks, const int derived[TUNE_LINK_COUNT], tune_file_t *tf)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    fclose(f);
+    tune_file_t *old = calloc(1, sizeof(*old));
+    char err[512];
+    if (!old) return -1;
+    tune_params_builtin(&old->params);
+    if (tune_file_read(path, old, err, sizeof(err)) != CHORUS_SUCCESS) {
+        fprintf(stderr, "chorus-tune: cannot keep the rules of %s: %s (remove it, or write elsewhere with -o)\n",
+                path, err);
+        free(old);
+        return -1;
+    }
+    for (int r = 0; r < old->nrules; r++) {
+        const tune_rule_t *rule = &old->rules[r];
+        int mine = rule->min_ranks == nranks && rule->max_ranks == nranks && rule->link >= 0 && derived[rule->link];
+        if (!mine) tf->rules[tf->nrules++] = *rule;
+    }
+    free(old);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *out = "chorus-tuning.txt";
+    int rules = 0;
+    int64_t max_bytes = 64 << 20;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-o") == 0 && i + 1 < argc)
             out = argv[++i];
+        else if (strcmp(argv[i], "--rules") == 0)
+            rules = 1;
+        else if (strcmp(argv[i], "--max-bytes") == 0 && i + 1 < argc && params_parse_size(argv[i + 1], &max_bytes) == 0 &&
+                 max_bytes >= TUNE_SWEEP_MIN)
+            i++;
         else {
-            fprintf(stderr, "usage: chorusrun -n N chorus-tune [-o FILE]   (default FILE: %s)\n", out);
+            fprintf(stderr,
+                    "usage: chorusrun -n N chorus-tune [-o FILE] [--rules [--max-bytes SIZE]]\n"
+                    "  -o FILE            the tuning file to write (default: %s); rules it holds for other rank\n"
+                    "                     counts or links are kept\n"
+                    "  --rules            also time every algorithm of every collective on N ranks, 1K to SIZE\n"
+                    "                     bytes, and write the fastest as rules (a minute or more)\n"
+                    "  --max-bytes SIZE   the sweep's largest size, at least 1K (default 64M)\n",
+                    out);
             return strcmp(argv[i], "-h") == 0 ? 0 : 2;
         }
     }
@@ -45,9 +269,13 @@ int main(int argc, char **argv)
         chorus_comm_destroy(comm);
         return 2;
     }
-    tune_params_t tp, tcp;
-    tune_link_t link, tcp_link;
-    if ((res = comm_tune_measure(comm, &tp, &link)) != CHORUS_SUCCESS) return fail(comm, "measuring", res);
+    tune_file_t *tf = calloc(1, sizeof(*tf));
+    if (!tf) return fail(comm, "memory for the tuning file", CHORUS_ERR_NO_MEMORY);
+    tune_params_t tcp;
+    tune_link_t link, tcp_link = TUNE_LINK_COUNT;
+    if ((res = comm_tune_measure(comm, &tf->params, &link)) != CHORUS_SUCCESS) return fail(comm, "measuring", res);
+    if (rules && (res = derive_rules(comm, link, (double)max_bytes, tf)) != CHORUS_SUCCESS)
+        return fail(comm, "timing the algorithms", res);
     if (link == TUNE_LINK_SHM) {
         /* The TCP path of this host: a second communicator over loopback (or CHORUS_SOCKET_IFNAME), its
          * unique id sent through the first. */
@@ -60,15 +288,45 @@ int main(int argc, char **argv)
             return fail(NULL, "the TCP communicator", res);
         if ((res = comm_tune_measure(tcp_comm, &tcp, &tcp_link)) != CHORUS_SUCCESS)
             return fail(tcp_comm, "measuring TCP", res);
+        if (rules && (res = derive_rules(tcp_comm, tcp_link, (double)max_bytes, tf)) != CHORUS_SUCCESS)
+            return fail(tcp_comm, "timing the algorithms over TCP", res);
         chorus_comm_destroy(tcp_comm);
-        tp.alpha[TUNE_LINK_TCP] = tcp.alpha[TUNE_LINK_TCP];
-        memcpy(tp.beta[TUNE_LINK_TCP], tcp.beta[TUNE_LINK_TCP], sizeof(tp.beta[TUNE_LINK_TCP]));
-        memcpy(tp.beta_oneway[TUNE_LINK_TCP], tcp.beta_oneway[TUNE_LINK_TCP], sizeof(tp.beta_oneway[TUNE_LINK_TCP]));
+        tune_params_t *tp = &tf->params;
+        tp->alpha[TUNE_LINK_TCP] = tcp.alpha[TUNE_LINK_TCP];
+        memcpy(tp->beta[TUNE_LINK_TCP], tcp.beta[TUNE_LINK_TCP], sizeof(tp->beta[TUNE_LINK_TCP]));
+        memcpy(tp->beta_oneway[TUNE_LINK_TCP], tcp.beta_oneway[TUNE_LINK_TCP], sizeof(tp->beta_oneway[TUNE_LINK_TCP]));
     }
     chorus_comm_destroy(comm);
-    if (rank != 0) return 0;
+    if (rank != 0) {
+        free(tf);
+        return 0;
+    }
+    /* This run's rules go after the ones kept: a rank count and link of their own, they never overlap. */
+    int derived[TUNE_LINK_COUNT] = {0};
+    if (rules) {
+        derived[link] = 1;
+        if (tcp_link < TUNE_LINK_COUNT) derived[tcp_link] = 1;
+    }
+    tune_file_t *merged = calloc(1, sizeof(*merged));
+    if (!merged || keep_rules(out, nranks, derived, merged) != 0) {
+        free(merged);
+        free(tf);
+        return 1;
+    }
+    if (merged->nrules + tf->nrules > TUNE_MAX_RULES) {
+        fprintf(stderr, "chorus-tune: %s keeps %d rules and this run derived %d: more than the %d a file may hold; "
+                "write elsewhere with -o\n", out, merged->nrules, tf->nrules, TUNE_MAX_RULES);
+        free(merged);
+        free(tf);
+        return 1;
+    }
+    for (int r = 0; r < tf->nrules; r++) merged->rules[merged->nrules++] = tf->rules[r];
+    merged->params = tf->params;
     char err[512];
-    if (tune_file_write(out, &tp, err, sizeof(err)) != CHORUS_SUCCESS) {
+    res = tune_file_write(out, merged, err, sizeof(err));
+    free(merged);
+    free(tf);
+    if (res != CHORUS_SUCCESS) {
         fprintf(stderr, "chorus-tune: %s\n", err);
         return 1;
     }

@@ -128,6 +128,9 @@ chorus_result_t algo_config_parse(const char *text, algo_config_t *cfg_p, char *
 int algo_config_allows(const algo_config_t *cfg, const algo_desc_t *d);
 /* Whether the communicator meets the algorithm's restrictions. */
 int algo_supported(const algo_desc_t *d, const algo_caps_t *caps);
+/* Whether the call is in place, the same on every rank (AllGather's and ReduceScatter's in-place buffers
+ * start at the same address only on rank 0). */
+int algo_in_place(const coll_args_t *a, int nranks);
 /* The bytes a call's cost is counted in: the whole buffer (algo_shape_t). */
 size_t algo_call_bytes(const coll_args_t *a, int nranks);
 /* The built-in rules' choice (measured on one host, docs/algorithms.md): the first rule that fits the call

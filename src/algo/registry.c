@@ -333,6 +333,17 @@ const algo_desc_t *algo_first_supported(coll_kind_t coll, const algo_caps_t *cap
     return d ? d : algo_allowed(coll, caps, NULL);
 }
 
+int algo_in_place(const coll_args_t *a, int nranks)
+{
+    /* The API accepts buffers that are either the in-place layout or disjoint: overlap means in place.
+     * Only rank 0's AllGather and ReduceScatter buffers start at the same address. */
+    uintptr_t send = (uintptr_t)a->sendbuf, recv = (uintptr_t)a->recvbuf;
+    size_t all = a->count * dtype_size(a->dtype) * (size_t)nranks;
+    if (a->coll == COLL_ALLGATHER) return recv && send >= recv && send - recv < all;
+    if (a->coll == COLL_REDUCE_SCATTER) return send && recv >= send && recv - send < all;
+    return send == recv;
+}
+
 size_t algo_call_bytes(const coll_args_t *a, int nranks)
 {
     size_t bytes = a->count * dtype_size(a->dtype);

@@ -74,8 +74,8 @@ const char *comm_model_predict(chorus_comm_t comm, int coll, size_t count, choru
 {
     *seconds_p = NAN;
     if (coll < 0 || coll >= COLL_COUNT) return NULL;
-    static char in, out; /* never read or written: selection only compares them */
-    coll_args_t a = {.coll = (coll_kind_t)coll, .sendbuf = &in, .recvbuf = in_place ? &in : &out, .count = count,
+    static char in; /* never read or written: selection only compares the pointers (algo_in_place) */
+    coll_args_t a = {.coll = (coll_kind_t)coll, .sendbuf = &in, .recvbuf = in_place ? &in : NULL, .count = count,
                      .dtype = dtype, .op = op, .root = root};
     const algo_desc_t *d = tune_select(&comm->tune, &a, &comm->algo);
     if (d) *seconds_p = tune_predict(&comm->tune.file.params, &comm->tune.comm, d, (double)algo_call_bytes(&a, comm->nranks));
@@ -90,4 +90,17 @@ chorus_result_t comm_tune_measure(chorus_comm_t comm, tune_params_t *tp_p, tune_
     chorus_result_t res = tune_measure(&comm->prims, &comm->tune, 1);
     *tp_p = comm->tune.file.params;
     return comm_op_end(comm, res);
+}
+
+chorus_result_t comm_set_algo(chorus_comm_t comm, const char *text)
+{
+    algo_config_t cfg;
+    chorus_result_t res = algo_config_parse(text, &cfg, comm->last_error, COMM_ERROR_BYTES);
+    if (res != CHORUS_SUCCESS) return res;
+    comm->algo = cfg;
+    /* The model's choices were made for the previous setting. */
+    memset(comm->tune.model_choice, 0, sizeof(comm->tune.model_choice));
+    memset(comm->tune.logged, 0, sizeof(comm->tune.logged));
+    comm->algo_fallback_logged = 0;
+    return CHORUS_SUCCESS;
 }

@@ -22,7 +22,7 @@ static unsigned tune_bucket(size_t bytes, double *mid_p)
 static void tune_log_decision(tune_state_t *ts, const coll_args_t *a, size_t bytes, unsigned bucket,
                               const algo_desc_t *d, const char *why, const algo_config_t *cfg)
 {
-    int in_place = a->sendbuf == a->recvbuf; /* the rules may choose apart (AllToAll) */
+    int in_place = algo_in_place(a, ts->comm.nranks); /* the rules may choose apart (AllToAll) */
     uint64_t bit = 1ull << (bucket % 64), *word = &ts->logged[in_place][a->coll][bucket / 64];
     if (*word & bit) return;
     *word |= bit;
@@ -46,10 +46,11 @@ const algo_desc_t *tune_select(tune_state_t *ts, const coll_args_t *a, const alg
     double mid;
     unsigned bucket = tune_bucket(bytes, &mid);
     const char *why = "tuning file rule";
-    const algo_desc_t *d = tune_rule_choice(&ts->file, &ts->comm, a->coll, (double)bytes, cfg);
+    int in_place = algo_in_place(a, ts->comm.nranks);
+    const algo_desc_t *d = tune_rule_choice(&ts->file, &ts->comm, a->coll, (double)bytes, in_place, cfg);
     if (!d && ts->mode == TUNE_MODE_RULES) {
         why = "built-in rule";
-        d = algo_rule_choice(a->coll, bytes, a->sendbuf == a->recvbuf, &ts->comm.caps, cfg);
+        d = algo_rule_choice(a->coll, bytes, in_place, &ts->comm.caps, cfg);
     }
     if (!d) {
         why = "model";

@@ -97,14 +97,15 @@ const algo_desc_t *tune_model_choice(const tune_params_t *tp, const tune_comm_t 
 }
 
 const algo_desc_t *tune_rule_choice(const tune_file_t *tf, const tune_comm_t *tc, coll_kind_t coll, double n,
-                                    const algo_config_t *allowed)
+                                    int in_place, const algo_config_t *allowed)
 {
     size_t count;
     const algo_desc_t *table = algo_registry(&count);
     for (int r = 0; r < tf->nrules; r++) {
         const tune_rule_t *rule = &tf->rules[r];
-        if (rule->coll != coll || tc->nranks < rule->min_ranks || n < rule->min_bytes ||
-            (rule->max_bytes > 0 && n > rule->max_bytes))
+        if (rule->coll != coll || tc->nranks < rule->min_ranks || (rule->max_ranks > 0 && tc->nranks > rule->max_ranks) ||
+            n < rule->min_bytes || (rule->max_bytes > 0 && n > rule->max_bytes) ||
+            (rule->link >= 0 && rule->link != (int)tc->net) || (rule->place >= 0 && rule->place != (in_place != 0)))
             continue;
         if (tune_usable(&table[rule->entry], rule->entry, coll, tc, allowed)) return &table[rule->entry];
     }
@@ -177,17 +178,27 @@ static int tune_parse_rule(char **w, int nw, tune_rule_t *rule, char *err, size_
         snprintf(err, errlen, "no algorithm \"%s\" for collective \"%s\" (chorus-perf -a all lists them)", w[1], w[0]);
         return -1;
     }
-    *rule = (tune_rule_t){.coll = table[i].coll, .entry = i};
+    *rule = (tune_rule_t){.coll = table[i].coll, .entry = i, .link = -1, .place = -1};
     for (int k = 2; k < nw; k++) {
         int64_t v;
+        int link;
         if (strncmp(w[k], "ranks>=", 7) == 0 && params_parse_int(w[k] + 7, &v) == 0 && v > 0 && v <= INT32_MAX)
             rule->min_ranks = (int)v;
+        else if (strncmp(w[k], "ranks<=", 7) == 0 && params_parse_int(w[k] + 7, &v) == 0 && v > 0 && v <= INT32_MAX)
+            rule->max_ranks = (int)v;
+        else if (strncmp(w[k], "ranks=", 6) == 0 && params_parse_int(w[k] + 6, &v) == 0 && v > 0 && v <= INT32_MAX)
+            rule->min_ranks = rule->max_ranks = (int)v;
+        else if (strncmp(w[k], "link=", 5) == 0 && (link = tune_find_link(w[k] + 5)) >= 0 && link != TUNE_LINK_ARENA)
+            rule->link = link;
+        else if (strcmp(w[k], "place=in") == 0 || strcmp(w[k], "place=out") == 0)
+            rule->place = w[k][6] == 'i';
         else if (strncmp(w[k], "bytes>=", 7) == 0 && params_parse_size(w[k] + 7, &v) == 0)
             rule->min_bytes = (double)v;
         else if (strncmp(w[k], "bytes<=", 7) == 0 && params_parse_size(w[k] + 7, &v) == 0 && v > 0)
             rule->max_bytes = (double)v;
         else {
-            snprintf(err, errlen, "\"%s\": a rule's bounds are ranks>=P, bytes>=N and bytes<=N (sizes as 64K, 4M)", w[k]);
+            snprintf(err, errlen, "\"%s\": a rule's bounds are ranks>=P, ranks<=P, ranks=P, bytes>=N, bytes<=N (sizes "
+                     "as 64K, 4M), link=shm|tcp and place=in|out", w[k]);
             return -1;
         }
     }
@@ -311,8 +322,45 @@ chorus_result_t tune_file_read(const char *path, tune_file_t *tf, char *err, siz
     return res;
 }
 
-chorus_result_t tune_file_write(const char *path, const tune_params_t *tp, char *err, size_t errlen)
+/* A size as a rule's bounds read it back: 64K, 4M, or plain bytes. */
+static int tune_format_size(char *buf, size_t len, double bytes)
 {
+    unsigned long long b = (unsigned long long)bytes;
+    if (b && b % (1ull << 20) == 0) return snprintf(buf, len, "%lluM", b >> 20);
+    if (b && b % (1ull << 10) == 0) return snprintf(buf, len, "%lluK", b >> 10);
+    return snprintf(buf, len, "%llu", b);
+}
+
+void tune_rule_format(const tune_rule_t *rule, char *buf, size_t len)
+{
+    size_t count, used;
+    const algo_desc_t *d = &algo_registry(&count)[rule->entry];
+    char size[32];
+    used = (size_t)snprintf(buf, len, "%s %s", coll_name(rule->coll), d->name);
+#define TUNE_APPEND(...) \
+    if (used < len) used += (size_t)snprintf(buf + used, len - used, __VA_ARGS__)
+    if (rule->min_ranks > 0 && rule->min_ranks == rule->max_ranks) {
+        TUNE_APPEND(" ranks=%d", rule->min_ranks);
+    } else {
+        if (rule->min_ranks > 0) TUNE_APPEND(" ranks>=%d", rule->min_ranks);
+        if (rule->max_ranks > 0) TUNE_APPEND(" ranks<=%d", rule->max_ranks);
+    }
+    if (rule->link >= 0) TUNE_APPEND(" link=%s", link_names[rule->link]);
+    if (rule->place >= 0) TUNE_APPEND(" place=%s", rule->place ? "in" : "out");
+    if (rule->min_bytes > 0) {
+        tune_format_size(size, sizeof(size), rule->min_bytes);
+        TUNE_APPEND(" bytes>=%s", size);
+    }
+    if (rule->max_bytes > 0) {
+        tune_format_size(size, sizeof(size), rule->max_bytes);
+        TUNE_APPEND(" bytes<=%s", size);
+    }
+#undef TUNE_APPEND
+}
+
+chorus_result_t tune_file_write(const char *path, const tune_file_t *tf, char *err, size_t errlen)
+{
+    const tune_params_t *tp = &tf->params;
     FILE *f = fopen(path, "w");
     if (!f) {
         snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
@@ -336,7 +384,13 @@ chorus_result_t tune_file_write(const char *path, const tune_params_t *tp, char 
                 tp->beta_cma[r] / 1e9, regime_names[r], tp->beta_copy[r] / 1e9, regime_names[r], tp->gamma[r] * 1e9);
     }
     fprintf(f, "cache %.0f\n", tp->cache_bytes);
-    fprintf(f, "# rules, tried in order before the model: rule COLLECTIVE ALGORITHM [ranks>=P] [bytes>=N] [bytes<=N]\n");
+    fprintf(f, "# rules, tried in order before the built-in ones and the model: rule COLLECTIVE ALGORITHM [ranks>=P] "
+               "[ranks<=P] [ranks=P] [link=shm|tcp] [place=in|out] [bytes>=N] [bytes<=N]\n");
+    for (int r = 0; r < tf->nrules; r++) {
+        char line[256];
+        tune_rule_format(&tf->rules[r], line, sizeof(line));
+        fprintf(f, "rule %s\n", line);
+    }
     if (fclose(f) != 0) {
         snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
         return CHORUS_ERR_SYSTEM;

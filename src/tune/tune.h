@@ -79,15 +79,18 @@ const algo_desc_t *tune_model_choice(const tune_params_t *tp, const tune_comm_t 
  *     oneway shm|tcp cache|memory <bytes per second>
  *     gamma cache|memory <seconds per byte>
  *     cache <bytes>
- *     rule <collective> <algorithm> [ranks>=P] [bytes>=N] [bytes<=N]
+ *     rule <collective> <algorithm> [ranks>=P] [ranks<=P] [ranks=P] [bytes>=N] [bytes<=N] [link=shm|tcp]
+ *          [place=in|out]
  * Blank lines and lines starting with # are ignored. Rules apply in file order, before the model.
  */
-#define TUNE_MAX_RULES 64
+#define TUNE_MAX_RULES 256
 typedef struct tune_rule {
     coll_kind_t coll;
     size_t entry; /* registry index */
-    int min_ranks;
+    int min_ranks, max_ranks;    /* max 0: no bound */
     double min_bytes, max_bytes; /* max 0: no bound */
+    int link;                    /* -1: any; else the communicator's link (tune_comm_t.net) */
+    int place;                   /* -1: any; 1: in place only; 0: out of place only */
 } tune_rule_t;
 
 typedef struct tune_file {
@@ -100,11 +103,13 @@ typedef struct tune_file {
 /* Reads path over *tf (whose params should hold the defaults: a file may give only some). On error,
  * err names the line and what is wrong. */
 chorus_result_t tune_file_read(const char *path, tune_file_t *tf, char *err, size_t errlen);
-/* Writes params (and no rules) to path, stamped with this machine and the time. */
-chorus_result_t tune_file_write(const char *path, const tune_params_t *tp, char *err, size_t errlen);
+/* Writes tf's params and rules to path, stamped with this machine and the time. */
+chorus_result_t tune_file_write(const char *path, const tune_file_t *tf, char *err, size_t errlen);
+/* A rule as its file line says it (without the leading "rule "). */
+void tune_rule_format(const tune_rule_t *rule, char *buf, size_t len);
 /* The first rule of tf that fits the call and whose algorithm is allowed and supported, or NULL. */
 const algo_desc_t *tune_rule_choice(const tune_file_t *tf, const tune_comm_t *tc, coll_kind_t coll, double n,
-                                    const algo_config_t *allowed);
+                                    int in_place, const algo_config_t *allowed);
 
 /* "<number><unit>" in base units: s, ms, us, ns for times; B/s, KB/s, MB/s, GB/s (powers of 10) and
  * KiB/s, MiB/s, GiB/s for rates; a bare number as is. 0 on success. */

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Tuning end to end: chorus-tune writes a file that chorus-model and communicators read; a file's rule
-# chooses the algorithm; a bad file or CHORUS_TUNING value fails init on every rank, naming what is wrong;
+# chooses the algorithm; chorus-tune --rules derives rules that communicators follow; a bad file or CHORUS_TUNING value fails init on every rank, naming what is wrong;
 # CHORUS_TUNING=model runs correct collectives.
 # usage: test_tuning.sh CHORUSRUN CHORUS_TUNE CHORUS_PERF CHORUS_MODEL
 set -u
@@ -30,6 +30,62 @@ grep -v '^#' "$tmp/perf" | head -5
 check "chorus-perf under the file's rule ran and checked" "$status"
 check "the rule chose star up to 64K" "$(awk '!/^#/ && $1 == 4096 && $(NF-2) == "star" { ok = 1 } END { print ok ? 0 : 1 }' "$tmp/perf")"
 check "and not above it" "$(awk '!/^#/ && $1 == 262144 && $(NF-2) != "star" { ok = 1 } END { print ok ? 0 : 1 }' "$tmp/perf")"
+
+# --rules: every algorithm timed over a sweep, the fastest written as rules for this rank count and link,
+# out of place; a run with another rank count keeps them; communicators follow them, and in-place calls
+# (not measured) keep the built-in rules.
+timeout 120 "$run" -n 2 "$tune" --rules --max-bytes 16K -o "$tmp/rules" > "$tmp/rules2.out" 2>&1
+check "chorus-tune --rules on 2 ranks ran" "$?"
+timeout 120 "$run" -n 3 "$tune" --rules --max-bytes 16K -o "$tmp/rules" > "$tmp/rules3.out" 2>&1
+check "chorus-tune --rules on 3 ranks ran" "$?"
+grep '^rule' "$tmp/rules"
+missing=0
+for c in allreduce allgather reduce_scatter broadcast reduce alltoall; do
+    for p in 2 3; do
+        for l in shm tcp; do
+            grep -q "^rule $c [a-z_]* ranks=$p link=$l place=out" "$tmp/rules" || { echo "no $c rule for $p ranks over $l"; missing=1; }
+        done
+    done
+done
+check "rules for every collective, both rank counts and both links" "$missing"
+# Each collective's first rule over shm names the fastest algorithm of the first row of its table.
+check "the rules name what the tables measured fastest" "$(awk '
+    /^# rules for 3 ranks over shm/ { on = 1; next } /^# rules for/ { on = 0 }
+    on && /^# [a-z_]+ on 3 ranks/ { c = $2; first = 1; next }
+    on && first && $1 == 1024 { fastest[c] = $NF; first = 0 }
+    END { for (c in fastest) print c, fastest[c] }' "$tmp/rules3.out" | while read -r c a; do
+        grep -m1 "^rule $c [a-z_]* ranks=3 link=shm" "$tmp/rules" | grep -q "^rule $c $a " || echo "$c: table $a"
+    done | tee /dev/stderr | grep -c . | sed 's/^0$/0/')"
+algo=$(grep -m1 '^rule allreduce [a-z_]* ranks=3 link=shm place=out' "$tmp/rules" | awk '{print $3}')
+CHORUS_TUNING_FILE=$tmp/rules CHORUS_LOG_LEVEL=INFO CHORUS_LOG_SUBSYS=TUNING timeout 60 "$run" -n 3 "$perf" allreduce \
+    -b 1K -e 1K -n 2 -w 1 > "$tmp/follow.out" 2>&1
+check "3-rank AllReduce of 1K ran under the derived rules" "$?"
+check "out of place it takes the file's rule ($algo)" \
+    "$(grep -q "allreduce of 1024 bytes on 3 ranks: $algo (tuning file rule)" "$tmp/follow.out" && echo 0 || echo 1)"
+check "in place the built-in rules" \
+    "$(grep -q 'allreduce of 1024 bytes on 3 ranks, in place: [a-z_]* (built-in rule)' "$tmp/follow.out" && echo 0 || echo 1)"
+algo=$(grep -m1 '^rule alltoall [a-z_]* ranks=2 link=tcp place=out' "$tmp/rules" | awk '{print $3}')
+CHORUS_TRANSPORT=tcp CHORUS_TUNING_FILE=$tmp/rules CHORUS_LOG_LEVEL=INFO CHORUS_LOG_SUBSYS=TUNING timeout 60 "$run" -n 2 \
+    "$perf" alltoall -b 1K -e 1K -n 2 -w 1 > "$tmp/follow.out" 2>&1
+check "over TCP the link=tcp rule ($algo)" \
+    "$(grep -q "alltoall of 1024 bytes on 2 ranks: $algo (tuning file rule)" "$tmp/follow.out" && echo 0 || echo 1)"
+# In place is the same call on every rank, though only rank 0's AllGather and ReduceScatter buffers
+# start at the same address: place= rules must not split the ranks (they would wait on each other until
+# the timeout).
+printf 'chorus-tuning 1\nrule allgather ring place=out\nrule allgather rd place=in\nrule reduce_scatter ring place=out
+rule reduce_scatter rhd place=in\n' > "$tmp/place"
+for c in allgather reduce_scatter; do
+    in=$([ $c = allgather ] && echo rd || echo rhd)
+    CHORUS_TIMEOUT=20s CHORUS_TUNING_FILE=$tmp/place CHORUS_LOG_LEVEL=INFO CHORUS_LOG_SUBSYS=TUNING timeout 60 "$run" -n 2 \
+        "$perf" $c -b 64K -e 64K -n 2 -w 1 > "$tmp/place.out" 2>&1
+    check "$c under place= rules ran and checked on both ranks" "$?"
+    check "$c in place took the place=in rule ($in) on both ranks" \
+        "$([ "$(grep -c "on 2 ranks, in place: $in (tuning file rule)" "$tmp/place.out")" = 2 ] && echo 0 || echo 1)"
+done
+printf 'chorus-tuning 1\nrule allreduce ring link=ib\n' > "$tmp/badlink"
+CHORUS_TUNING_FILE=$tmp/badlink timeout 60 "$run" -n 2 "$perf" allreduce -b 8 -e 8 > "$tmp/badlink.out" 2>&1
+check "a rule with an unknown link is refused, naming what a rule may say" \
+    "$(grep -q 'line 2: "link=ib": .*link=shm|tcp' "$tmp/badlink.out" && echo 0 || echo 1)"
 
 # A bad file: every rank fails init and names the line.
 printf 'chorus-tuning 1\nbeta shm cache fast\n' > "$tmp/bad"
