@@ -34,10 +34,11 @@ static int fail(chorus_comm_t comm, const char *what, chorus_result_t res)
 /* The rule sweep: whole-buffer sizes from TUNE_SWEEP_MIN to the --max-bytes, by a factor of 4. */
 #define TUNE_SWEEP_MIN 1024.0
 #define TUNE_SWEEP_MAX_SIZES 24
-#define TUNE_REPS 3           /* each algorithm's time at a size: the median of this many turns */
-#define TUNE_BUDGET_S 2e-3    /* a turn's timed calls take about this long */
+#define TUNE_REPS 5           /* each algorithm's time at a size: the median of this many turns */
+#define TUNE_BUDGET_S 3e-3    /* a turn's timed calls take about this long, and as many warm it up */
 #define TUNE_KEEP_WITHIN 1.05 /* the previous size's winner stays while within 5 % of the fastest */
-#define TUNE_DROP_OVER 3.0    /* an algorithm over 3x the fastest is not timed at larger sizes */
+#define TUNE_DROP_OVER 3.0    /* from TUNE_DROP_FROM bytes, an algorithm over 3x the fastest is not */
+#define TUNE_DROP_FROM 1048576.0 /* timed at larger sizes (below, latency can hide a bandwidth winner) */
 
 typedef struct sweep {
     chorus_comm_t comm;
@@ -101,8 +102,8 @@ static chorus_result_t sweep_collective(const sweep_t *s, coll_kind_t coll, doub
     out->nsizes = 0;
     if (nalgos == 0) return CHORUS_SUCCESS;
     if (s->rank == 0) {
-        printf("# %s on %d ranks, us per call (median of %d turns; - : dropped, over %.0fx the fastest before)\n%10s",
-               coll_name(coll), s->nranks, TUNE_REPS, TUNE_DROP_OVER, "bytes");
+        printf("# %s on %d ranks, us per call (median of %d turns; -: dropped, over %.0fx the fastest at a size from "
+               "1M)\n%10s", coll_name(coll), s->nranks, TUNE_REPS, TUNE_DROP_OVER, "bytes");
         for (int a = 0; a < nalgos; a++) printf(" %10s", table[algos[a]].name);
         printf("  fastest\n");
     }
@@ -117,10 +118,12 @@ static chorus_result_t sweep_collective(const sweep_t *s, coll_kind_t coll, doub
                 if (!live[a]) continue;
                 snprintf(forced, sizeof(forced), "%s:%s", coll_name(coll), table[algos[a]].name);
                 if ((res = comm_set_algo(s->comm, forced)) != CHORUS_SUCCESS) break;
-                /* A warm-up call, timed on the first turn to size the timed ones (the same on every rank). */
-                double once;
+                /* One call, timed on the first turn to size the others (the same on every rank), then as
+                 * many warm-up calls as timed ones, as chorus-perf's defaults do. */
+                double once, warm;
                 if ((res = sweep_time(s, coll, n, 1, &once)) != CHORUS_SUCCESS) break;
                 if (rep == 0) iters[a] = (int)fmin(1000, fmax(2, TUNE_BUDGET_S / fmax(once, 1e-7)));
+                if ((res = sweep_time(s, coll, n, iters[a], &warm)) != CHORUS_SUCCESS) break;
                 res = sweep_time(s, coll, n, iters[a], &t[a][rep]);
             }
         if (res != CHORUS_SUCCESS) break;
@@ -144,7 +147,7 @@ static chorus_result_t sweep_collective(const sweep_t *s, coll_kind_t coll, doub
             printf("  %s\n", table[algos[best]].name);
             fflush(stdout);
         }
-        for (int a = 0; a < nalgos; a++)
+        for (int a = 0; n >= TUNE_DROP_FROM && a < nalgos; a++)
             if (live[a] && med[a] > med[best] * TUNE_DROP_OVER) live[a] = 0;
     }
     if (res == CHORUS_SUCCESS) res = comm_set_algo(s->comm, NULL);
