@@ -172,8 +172,8 @@ static int add_rules(tune_file_t *tf, coll_kind_t coll, int nranks, tune_link_t 
             .max_ranks = nranks,
             .min_bytes = i > 0 ? round(sqrt(r->size[i - 1] * r->size[i])) : 0,
             .max_bytes = j + 1 < r->nsizes ? round(sqrt(r->size[j] * r->size[j + 1])) : 0,
-            .link = (int)link,
-            .place = 0,
+            .links = 1u << link,
+            .place = TUNE_PLACE_OUT,
         };
         i = j + 1;
     }
@@ -229,7 +229,9 @@ static int keep_rules(const char *path, int nranks, const int derived[TUNE_LINK_
     }
     for (int r = 0; r < old->nrules; r++) {
         const tune_rule_t *rule = &old->rules[r];
-        int mine = rule->min_ranks == nranks && rule->max_ranks == nranks && rule->link >= 0 && derived[rule->link];
+        int mine = rule->min_ranks == nranks && rule->max_ranks == nranks && rule->links;
+        for (int l = 0; l < TUNE_LINK_COUNT; l++)
+            if (rule->links >> l & 1 && !derived[l]) mine = 0;
         if (!mine) tf->rules[tf->nrules++] = *rule;
     }
     free(old);

@@ -105,7 +105,8 @@ const algo_desc_t *tune_rule_choice(const tune_file_t *tf, const tune_comm_t *tc
         const tune_rule_t *rule = &tf->rules[r];
         if (rule->coll != coll || tc->nranks < rule->min_ranks || (rule->max_ranks > 0 && tc->nranks > rule->max_ranks) ||
             n < rule->min_bytes || (rule->max_bytes > 0 && n > rule->max_bytes) ||
-            (rule->link >= 0 && rule->link != (int)tc->net) || (rule->place >= 0 && rule->place != (in_place != 0)))
+            (rule->links && !(rule->links >> tc->net & 1)) ||
+            (rule->place != TUNE_PLACE_ANY && rule->place != (in_place ? TUNE_PLACE_IN : TUNE_PLACE_OUT)))
             continue;
         if (tune_usable(&table[rule->entry], rule->entry, coll, tc, allowed)) return &table[rule->entry];
     }
@@ -178,7 +179,7 @@ static int tune_parse_rule(char **w, int nw, tune_rule_t *rule, char *err, size_
         snprintf(err, errlen, "no algorithm \"%s\" for collective \"%s\" (chorus-perf -a all lists them)", w[1], w[0]);
         return -1;
     }
-    *rule = (tune_rule_t){.coll = table[i].coll, .entry = i, .link = -1, .place = -1};
+    *rule = (tune_rule_t){.coll = table[i].coll, .entry = i};
     for (int k = 2; k < nw; k++) {
         int64_t v;
         int link;
@@ -189,9 +190,9 @@ static int tune_parse_rule(char **w, int nw, tune_rule_t *rule, char *err, size_
         else if (strncmp(w[k], "ranks=", 6) == 0 && params_parse_int(w[k] + 6, &v) == 0 && v > 0 && v <= INT32_MAX)
             rule->min_ranks = rule->max_ranks = (int)v;
         else if (strncmp(w[k], "link=", 5) == 0 && (link = tune_find_link(w[k] + 5)) >= 0 && link != TUNE_LINK_ARENA)
-            rule->link = link;
+            rule->links = 1u << link;
         else if (strcmp(w[k], "place=in") == 0 || strcmp(w[k], "place=out") == 0)
-            rule->place = w[k][6] == 'i';
+            rule->place = w[k][6] == 'i' ? TUNE_PLACE_IN : TUNE_PLACE_OUT;
         else if (strncmp(w[k], "bytes>=", 7) == 0 && params_parse_size(w[k] + 7, &v) == 0)
             rule->min_bytes = (double)v;
         else if (strncmp(w[k], "bytes<=", 7) == 0 && params_parse_size(w[k] + 7, &v) == 0 && v > 0)
@@ -323,15 +324,19 @@ chorus_result_t tune_file_read(const char *path, tune_file_t *tf, char *err, siz
 }
 
 /* A size as a rule's bounds read it back: 64K, 4M, or plain bytes. */
-static int tune_format_size(char *buf, size_t len, double bytes)
+static void tune_format_size(char *buf, size_t len, double bytes)
 {
     unsigned long long b = (unsigned long long)bytes;
-    if (b && b % (1ull << 20) == 0) return snprintf(buf, len, "%lluM", b >> 20);
-    if (b && b % (1ull << 10) == 0) return snprintf(buf, len, "%lluK", b >> 10);
-    return snprintf(buf, len, "%llu", b);
+    if (b && b % (1ull << 20) == 0)
+        snprintf(buf, len, "%lluM", b >> 20);
+    else if (b && b % (1ull << 10) == 0)
+        snprintf(buf, len, "%lluK", b >> 10);
+    else
+        snprintf(buf, len, "%llu", b);
 }
 
-void tune_rule_format(const tune_rule_t *rule, char *buf, size_t len)
+/* A rule as its file line says it (without the leading "rule "). */
+static void tune_rule_format(const tune_rule_t *rule, char *buf, size_t len)
 {
     size_t count, used;
     const algo_desc_t *d = &algo_registry(&count)[rule->entry];
@@ -345,8 +350,9 @@ void tune_rule_format(const tune_rule_t *rule, char *buf, size_t len)
         if (rule->min_ranks > 0) TUNE_APPEND(" ranks>=%d", rule->min_ranks);
         if (rule->max_ranks > 0) TUNE_APPEND(" ranks<=%d", rule->max_ranks);
     }
-    if (rule->link >= 0) TUNE_APPEND(" link=%s", link_names[rule->link]);
-    if (rule->place >= 0) TUNE_APPEND(" place=%s", rule->place ? "in" : "out");
+    for (int l = 0; l < TUNE_LINK_COUNT; l++)
+        if (rule->links >> l & 1) TUNE_APPEND(" link=%s", link_names[l]);
+    if (rule->place != TUNE_PLACE_ANY) TUNE_APPEND(" place=%s", rule->place == TUNE_PLACE_IN ? "in" : "out");
     if (rule->min_bytes > 0) {
         tune_format_size(size, sizeof(size), rule->min_bytes);
         TUNE_APPEND(" bytes>=%s", size);

@@ -84,13 +84,14 @@ const algo_desc_t *tune_model_choice(const tune_params_t *tp, const tune_comm_t 
  * Blank lines and lines starting with # are ignored. Rules apply in file order, before the model.
  */
 #define TUNE_MAX_RULES 256
+typedef enum { TUNE_PLACE_ANY, TUNE_PLACE_IN, TUNE_PLACE_OUT } tune_place_t;
 typedef struct tune_rule {
     coll_kind_t coll;
     size_t entry; /* registry index */
     int min_ranks, max_ranks;    /* max 0: no bound */
     double min_bytes, max_bytes; /* max 0: no bound */
-    int link;                    /* -1: any; else the communicator's link (tune_comm_t.net) */
-    int place;                   /* -1: any; 1: in place only; 0: out of place only */
+    unsigned links;              /* 0: any; else bit l: communicators whose link (tune_comm_t.net) is l */
+    tune_place_t place;
 } tune_rule_t;
 
 typedef struct tune_file {
@@ -105,8 +106,6 @@ typedef struct tune_file {
 chorus_result_t tune_file_read(const char *path, tune_file_t *tf, char *err, size_t errlen);
 /* Writes tf's params and rules to path, stamped with this machine and the time. */
 chorus_result_t tune_file_write(const char *path, const tune_file_t *tf, char *err, size_t errlen);
-/* A rule as its file line says it (without the leading "rule "). */
-void tune_rule_format(const tune_rule_t *rule, char *buf, size_t len);
 /* The first rule of tf that fits the call and whose algorithm is allowed and supported, or NULL. */
 const algo_desc_t *tune_rule_choice(const tune_file_t *tf, const tune_comm_t *tc, coll_kind_t coll, double n,
                                     int in_place, const algo_config_t *allowed);

@@ -207,6 +207,33 @@ static void check_tuning_precedence(void)
         TEST_ASSERT(strcmp(tune_select(&ts, &a, &cfg)->name, "star") != 0, "the file's rule has bounds");
         a.count = 1 << 20;
     }
+    /* A rule's other bounds: the communicator's link, in place or not, and its rank counts. */
+    ts.mode = TUNE_MODE_RULES;
+    ts.file.rules[0].links = 1u << TUNE_LINK_SHM;
+    TEST_ASSERT(strcmp(tune_select(&ts, &a, &cfg)->name, "star") != 0, "a rule for shared memory is not one for TCP");
+    ts.file.rules[0].links = 1u << TUNE_LINK_TCP;
+    TEST_ASSERT(strcmp(tune_select(&ts, &a, &cfg)->name, "star") == 0, "a rule for TCP applies over TCP");
+    ts.file.rules[0].place = TUNE_PLACE_OUT;
+    TEST_ASSERT(strcmp(tune_select(&ts, &a, &cfg)->name, "star") != 0, "an out-of-place rule is not for in place");
+    static char in[8], out[8];
+    a.sendbuf = in;
+    a.recvbuf = out;
+    TEST_ASSERT(strcmp(tune_select(&ts, &a, &cfg)->name, "star") == 0, "an out-of-place rule applies out of place");
+    ts.file.rules[0].max_ranks = 4;
+    TEST_ASSERT(strcmp(tune_select(&ts, &a, &cfg)->name, "star") != 0, "nor beyond its rank counts");
+    ts.file.rules[0] = (tune_rule_t){.coll = COLL_ALLREDUCE, .entry = star, .min_bytes = 1000, .max_bytes = 1 << 21};
+    a.sendbuf = a.recvbuf = NULL;
+    /* In place is the same on every rank: only rank 0's in-place AllGather and ReduceScatter buffers start
+     * at the same address. */
+    static char buf[64];
+    coll_args_t g = {COLL_ALLGATHER, buf + 16, buf, 8, chorus_uint8, chorus_sum, 0};
+    TEST_ASSERT(algo_in_place(&g, 4), "rank 2's in-place AllGather is in place");
+    g.sendbuf = buf + 40;
+    TEST_ASSERT(!algo_in_place(&g, 4), "a send buffer past the receive buffer is not");
+    g = (coll_args_t){COLL_REDUCE_SCATTER, buf, buf + 24, 8, chorus_uint8, chorus_sum, 0};
+    TEST_ASSERT(algo_in_place(&g, 4), "rank 3's in-place ReduceScatter is in place");
+    g.recvbuf = NULL;
+    TEST_ASSERT(!algo_in_place(&g, 4), "disjoint buffers are not");
     /* ... but not before CHORUS_ALGO (fixed for a communicator's life: the cache of model choices
      * assumes it). */
     TEST_ASSERT(parse("allreduce:ring", &cfg, err), "%s", err);
