@@ -150,7 +150,7 @@ static chorus_result_t sweep_collective(const sweep_t *s, coll_kind_t coll, doub
         for (int a = 0; n >= TUNE_DROP_FROM && a < nalgos; a++)
             if (live[a] && med[a] > med[best] * TUNE_DROP_OVER) live[a] = 0;
     }
-    if (res == CHORUS_SUCCESS) res = comm_set_algo(s->comm, NULL);
+    if (res == CHORUS_SUCCESS) res = comm_set_algo(s->comm, getenv("CHORUS_ALGO")); /* as the run began */
     return res;
 }
 
