@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "chorus/chorus.h"
 #include "core/comm_info.h"
@@ -211,12 +212,10 @@ static chorus_result_t derive_rules(chorus_comm_t comm, tune_link_t link, double
 }
 
 /* The rules of an existing file at path that this run does not derive anew (other rank counts or
- * links, or written by hand), kept in tf. A missing file has none. */
+ * links, or written by hand), kept in tf. A missing file has none; one that cannot be read is an error. */
 static int keep_rules(const char *path, int nranks, const int derived[TUNE_LINK_COUNT], tune_file_t *tf)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    fclose(f);
+    if (access(path, F_OK) != 0) return 0;
     tune_file_t *old = calloc(1, sizeof(*old));
     char err[512];
     if (!old) return -1;

@@ -81,7 +81,8 @@ const algo_desc_t *tune_model_choice(const tune_params_t *tp, const tune_comm_t 
  *     cache <bytes>
  *     rule <collective> <algorithm> [ranks>=P] [ranks<=P] [ranks=P] [bytes>=N] [bytes<=N] [link=shm|tcp]
  *          [place=in|out]
- * Blank lines and lines starting with # are ignored. Rules apply in file order, before the model.
+ * Blank lines and lines starting with # are ignored. Rules apply in file order, before the built-in
+ * rules and the model.
  */
 #define TUNE_MAX_RULES 256
 typedef enum { TUNE_PLACE_ANY, TUNE_PLACE_IN, TUNE_PLACE_OUT } tune_place_t;
