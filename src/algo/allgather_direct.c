@@ -1,6 +1,8 @@
 /*
  * Direct AllGather, inside one host: per slot-sized chunk of its block, every rank copies the chunk into
- * its arena slot, then copies every rank's chunk into its place in the output.
+ * its arena slot, then copies every other rank's chunk into its place in the output, and its own straight
+ * from its input (not at all in place): the input and the output are the user's buffers, placed alike,
+ * where the slot is page-aligned and a copy between different offsets is the slower one (util/copy.h).
  *
  * Steps: 1 synchronisation per chunk (ceil(n / (p slot))). Bytes per rank: n/p copied in, n copied out;
  * nothing crosses a connection. Restrictions: direct access (every rank on one host, sharing the host
@@ -13,6 +15,7 @@
 chorus_result_t allgather_direct(prims_t *p, const coll_args_t *a)
 {
     size_t elem = dtype_size(a->dtype), per = direct_chunk_elems(p, 1, elem);
+    int rank = prims_rank(p);
     const char *in = a->sendbuf;
     char *out = a->recvbuf;
     for (size_t off = 0; off < a->count; off += per) {
@@ -20,8 +23,13 @@ chorus_result_t allgather_direct(prims_t *p, const coll_args_t *a)
         const void *const *slots;
         CHECK(direct_put(p, in + off * elem, bytes));
         CHECK(prims_direct_wait_all(p, &slots));
-        for (int q = 0; q < prims_nranks(p); q++)
-            copy_bytes(out + ((size_t)q * a->count + off) * elem, slots[q], bytes);
+        for (int q = 0; q < prims_nranks(p); q++) {
+            char *dst = out + ((size_t)q * a->count + off) * elem;
+            if (q != rank)
+                copy_bytes(dst, slots[q], bytes);
+            else if (dst != in + off * elem)
+                copy_bytes(dst, in + off * elem, bytes);
+        }
     }
     return CHORUS_SUCCESS;
 }
