@@ -5,7 +5,8 @@
  * 1 read + 1 write), and the kernel's rate as a share of memcpy's: a streaming kernel cannot beat the
  * streaming copy by much, so 100% means it runs at memory speed. Interleaving puts both under the same noise
  * on a shared machine; medians discard the outliers. The half-precision staging conversions
- * (half_to_float_array, float_to_half_array) get rows "widen" and "narrow". */
+ * (half_to_float_array, float_to_half_array) get rows "widen" and "narrow". --isa all runs the rows once per
+ * instruction set the CPU offers (portable, AVX2, AVX-512 and its extensions), to compare them side by side. */
 #include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -23,7 +24,8 @@ enum { ROW_WIDEN = chorus_num_ops, ROW_NARROW, ROW_NUM_KINDS };
 typedef struct opts {
     size_t size;
     int iters;
-    int portable;
+    int nisas;
+    const char *isas[REDUCE_MAX_ISAS];
     int ndtypes;
     chorus_datatype_t dtypes[chorus_num_datatypes];
     int nkinds;
@@ -35,19 +37,49 @@ typedef struct buffers {
     size_t size;
 } buffers_t;
 
+typedef struct isa_text {
+    char text[128];
+} isa_text_t;
+
+/* "portable, avx2, ...": the instruction sets this CPU runs. */
+static isa_text_t isa_names(void)
+{
+    const char *names[REDUCE_MAX_ISAS];
+    int n = reduce_isa_list(names, REDUCE_MAX_ISAS);
+    isa_text_t t = {""};
+    size_t used = 0;
+    for (int i = 0; i < n && used < sizeof(t.text); i++)
+        used += (size_t)snprintf(t.text + used, sizeof(t.text) - used, "%s%s", i ? ", " : "", names[i]);
+    return t;
+}
+
+static int parse_isas(const char *text, opts_t *o)
+{
+    const char *names[REDUCE_MAX_ISAS];
+    int n = reduce_isa_list(names, REDUCE_MAX_ISAS);
+    o->nisas = 0;
+    for (int i = 0; i < n; i++)
+        if (strcmp(text, "all") == 0 || strcmp(text, names[i]) == 0) o->isas[o->nisas++] = names[i];
+    if (o->nisas > 0) return 0;
+    fprintf(stderr, "--isa %s: this CPU runs %s (or all of them: --isa all)\n", text, isa_names().text);
+    return 1;
+}
+
 static void usage(void)
 {
-    printf("usage: %s [-s SIZE] [-n ITERS] [-d TYPE|all] [-o OP|all] [--portable]\n"
+    printf("usage: %s [-s SIZE] [-n ITERS] [-d TYPE|all] [-o OP|all] [--isa NAME|all] [--portable]\n"
            "  -s SIZE     bytes per operand (default 64M; K, M and G suffixes)\n"
            "  -n ITERS    timed iterations per row; times are medians (default 10)\n"
            "  -d TYPE     int8, uint8, int32, uint32, int64, uint64, float16, bfloat16, float32, float64\n"
            "              or all (default all)\n"
            "  -o OP       sum, prod, max, min, avg, widen, narrow or all (default all: every op but avg, which\n"
            "              runs the sum loop); widen and narrow apply to float16 and bfloat16 only\n"
-           "  --portable  force the portable loops instead of the widest ISA the CPU offers\n"
+           "  --isa NAME  the kernels of one instruction set this CPU runs, or all of them in turn (default:\n"
+           "              the best; this CPU runs %s)\n"
+           "  --portable  the portable loops: --isa portable\n"
            "Traffic per row: reduce 3 x size, memcpy 2 x size, widen and narrow 1.5 x size (size is the\n"
            "float32 side, the half side is size / 2).\n",
-           program_invocation_short_name);
+           program_invocation_short_name, isa_names().text);
 }
 
 static const char *kind_name(int kind)
@@ -94,6 +126,7 @@ static int row_applies(chorus_datatype_t dt, int kind)
 static int parse_args(int argc, char **argv, opts_t *o)
 {
     static const struct option longopts[] = {{"portable", no_argument, NULL, 'p'},
+                                             {"isa", required_argument, NULL, 'i'},
                                              {"help", no_argument, NULL, 'h'},
                                              {NULL, 0, NULL, 0}};
     *o = (opts_t){.size = 64 << 20, .iters = 10};
@@ -116,7 +149,8 @@ static int parse_args(int argc, char **argv, opts_t *o)
             break;
         case 'd': bad = parse_dtypes(optarg, o); break;
         case 'o': bad = parse_kinds(optarg, o); break;
-        case 'p': o->portable = 1; break;
+        case 'p': bad = parse_isas("portable", o); break;
+        case 'i': bad = parse_isas(optarg, o); break;
         case 'h': usage(); return 1;
         default: bad = 1;
         }
@@ -234,6 +268,32 @@ static void run_row(const buffers_t *bufs, chorus_datatype_t dt, int kind, int i
     *traffic_p = traffic;
 }
 
+/* Every row with the kernels of one instruction set (NULL: the best). */
+static void run_isa(const opts_t *o, const buffers_t *bufs, const char *isa_name, int64_t *kernel_ns,
+                    int64_t *copy_ns)
+{
+    const char *isa = reduce_set_isa(isa_name);
+    printf("# chorus-kernels: isa %s, %zu bytes per operand, %d iterations, median times; traffic: reduce 3 x size,"
+           " memcpy 2 x size, widen/narrow 1.5 x size\n",
+           isa, o->size, o->iters);
+    printf("#%9s %7s %12s %9s %9s %9s %7s\n", "dtype", "op", "size", "kernel", "kernel", "memcpy", "% of");
+    printf("#%9s %7s %12s %9s %9s %9s %7s\n", "", "", "(B)", "(ms)", "(GB/s)", "(GB/s)", "memcpy");
+    for (int d = 0; d < o->ndtypes; d++) {
+        for (int k = 0; k < o->nkinds; k++) {
+            chorus_datatype_t dt = o->dtypes[d];
+            if (!row_applies(dt, o->kinds[k])) continue;
+            size_t traffic;
+            run_row(bufs, dt, o->kinds[k], o->iters, kernel_ns, copy_ns, &traffic);
+            double kernel = median_ns(kernel_ns, o->iters), copy = median_ns(copy_ns, o->iters);
+            /* Bytes per nanosecond are GB/s (10^9 bytes, as nccl-tests counts them). */
+            double kernel_gbs = (double)traffic / kernel, copy_gbs = 2.0 * (double)o->size / copy;
+            printf(" %9s %7s %12zu %9.3f %9.2f %9.2f %7.1f\n", dtype_name(dt), kind_name(o->kinds[k]), o->size,
+                   kernel / 1e6, kernel_gbs, copy_gbs, 100.0 * kernel_gbs / copy_gbs);
+            fflush(stdout);
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     opts_t o;
@@ -253,26 +313,9 @@ int main(int argc, char **argv)
         goto out;
     }
 
-    const char *isa = reduce_set_isa(o.portable);
-    printf("# chorus-kernels: isa %s, %zu bytes per operand, %d iterations, median times; traffic: reduce 3 x size,"
-           " memcpy 2 x size, widen/narrow 1.5 x size\n",
-           isa, o.size, o.iters);
-    printf("#%9s %7s %12s %9s %9s %9s %7s\n", "dtype", "op", "size", "kernel", "kernel", "memcpy", "% of");
-    printf("#%9s %7s %12s %9s %9s %9s %7s\n", "", "", "(B)", "(ms)", "(GB/s)", "(GB/s)", "memcpy");
-    for (int d = 0; d < o.ndtypes; d++) {
-        for (int k = 0; k < o.nkinds; k++) {
-            chorus_datatype_t dt = o.dtypes[d];
-            if (!row_applies(dt, o.kinds[k])) continue;
-            size_t traffic;
-            run_row(&bufs, dt, o.kinds[k], o.iters, kernel_ns, copy_ns, &traffic);
-            double kernel = median_ns(kernel_ns, o.iters), copy = median_ns(copy_ns, o.iters);
-            /* Bytes per nanosecond are GB/s (10^9 bytes, as nccl-tests counts them). */
-            double kernel_gbs = (double)traffic / kernel, copy_gbs = 2.0 * (double)o.size / copy;
-            printf(" %9s %7s %12zu %9.3f %9.2f %9.2f %7.1f\n", dtype_name(dt), kind_name(o.kinds[k]), o.size,
-                   kernel / 1e6, kernel_gbs, copy_gbs, 100.0 * kernel_gbs / copy_gbs);
-            fflush(stdout);
-        }
-    }
+    /* No --isa: one pass with the best instruction set, as the library runs. */
+    for (int pass = 0; pass < CHORUS_MAX(o.nisas, 1); pass++)
+        run_isa(&o, &bufs, o.nisas ? o.isas[pass] : NULL, kernel_ns, copy_ns);
 out:
     buffers_free(&bufs);
     free(kernel_ns);

@@ -28,10 +28,14 @@ void reduce_apply(void *dst, const void *src, size_t count, chorus_datatype_t dt
 void reduce_apply3(void *dst, const void *a, const void *b, size_t count, chorus_datatype_t dt, chorus_redop_t op);
 /* Finish a fully reduced buffer: for avg divide by nranks (integers truncate toward zero); otherwise nothing. */
 void reduce_finish(void *buf, size_t count, chorus_datatype_t dt, chorus_redop_t op, int nranks);
-/* The kernels pick the widest ISA the CPU offers (AVX2 + F16C on x86) at the first call; every ISA gives the
- * same bits. portable_only != 0 forces the baseline loops (for tests and comparisons); 0 restores the best.
- * Returns the name of the ISA now in use ("portable", "avx2"). */
-const char *reduce_set_isa(int portable_only);
+/* The kernels' instruction sets ("portable", "avx2", "avx512", "avx512_bf16", "avx512_fp16"): every one
+ * gives the same bits. The best one this CPU runs is chosen at the first call. reduce_isa_list writes the
+ * names of those this CPU runs, baseline first, into names[0..max) and returns how many there are.
+ * reduce_set_isa switches to the named one (NULL: back to the best) and returns its name, or returns NULL
+ * and changes nothing if there is no such set or this CPU cannot run it. For tests and comparisons. */
+#define REDUCE_MAX_ISAS 8
+int reduce_isa_list(const char **names, int max);
+const char *reduce_set_isa(const char *name);
 
 /* IEEE binary16 and bfloat16 <-> float32, round to nearest even, NaN preserved (quiet). */
 float fp16_to_float(uint16_t h);

@@ -11,8 +11,9 @@
 #include "algo/reduce.h"
 #include "test.h"
 
-/* Around the vector widths (8 float32s, 16 bfloat16s): all tail, whole vectors, a vector and a tail. */
-static const size_t counts[] = {0, 1, 7, 8, 15, 16, 17, 31, 1000, 4097};
+/* Around the vector widths (8 and 16 float32s, 16 and 32 half-precision values, 32 and 64 bytes): all tail,
+ * whole vectors, a vector and a tail. */
+static const size_t counts[] = {0, 1, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 1000, 4097};
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 
@@ -662,13 +663,22 @@ static void check_isa(const char *isa)
 
 int main(void)
 {
-    test_set_timeout(60);
+    test_set_timeout(120);
     check_names();
-    const char *portable = reduce_set_isa(1);
-    check_isa(portable);
-    const char *best = reduce_set_isa(0);
-    if (strcmp(best, portable) != 0) check_isa(best);
-    printf("kernels checked: %s%s%s\n", portable, strcmp(best, portable) ? ", " : "",
-           strcmp(best, portable) ? best : "");
+    const char *isas[REDUCE_MAX_ISAS];
+    int n = reduce_isa_list(isas, REDUCE_MAX_ISAS);
+    TEST_ASSERT(n >= 1 && n <= REDUCE_MAX_ISAS && strcmp(isas[0], "portable") == 0,
+                "%d instruction sets, the first %s (want portable first)", n, n > 0 ? isas[0] : "none");
+    TEST_ASSERT(reduce_set_isa("no-such-isa") == NULL, "an unknown instruction set is refused");
+    for (int i = 0; i < n; i++) {
+        const char *in_use = reduce_set_isa(isas[i]);
+        TEST_ASSERT(in_use && strcmp(in_use, isas[i]) == 0, "switching to %s gave %s", isas[i],
+                    in_use ? in_use : "NULL");
+        check_isa(isas[i]);
+        printf("kernels checked: %s\n", isas[i]);
+    }
+    const char *best = reduce_set_isa(NULL);
+    TEST_ASSERT(best && strcmp(best, isas[n - 1]) == 0, "the best instruction set is %s, the last listed %s",
+                best ? best : "NULL", isas[n - 1]);
     return test_report();
 }
