@@ -138,7 +138,7 @@ const struct reduce_isa reduce_isa_portable =
 
 static _Atomic(const struct reduce_isa *) reduce_isa_current;
 
-/* Baseline first, each later table at least as fast as the ones before it on a CPU that runs both. */
+/* Baseline first, then by width: the last one this CPU runs is the default. */
 static const struct reduce_isa *const reduce_isas[] = {
     &reduce_isa_portable,
 #ifdef REDUCE_HAVE_X86
