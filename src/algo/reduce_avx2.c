@@ -6,8 +6,7 @@
 #include <cpuid.h>
 #include <immintrin.h>
 
-/* The same loops compiled for AVX2, plus float16 through the F16C conversion instructions. FMA is left out
- * on purpose: contracting a multiply and an add would change results between the two tables. */
+/* FMA is left out on purpose: contracting a multiply and an add would change results between tables. */
 #define REDUCE_TARGET_avx2 __attribute__((target("avx2,f16c")))
 
 REDUCE_LOOPS(DEFINE_LOOP, avx2)

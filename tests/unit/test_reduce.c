@@ -1,7 +1,7 @@
-/* Reduction kernels against a slow, element-at-a-time reference that shares no code with src/algo/reduce.c:
- * integers go through 64-bit arithmetic and are truncated, float16 / bfloat16 are decoded with ldexp and
- * rounded by searching the sorted table of representable values. Every ISA the machine offers is checked,
- * and the portable loops always are. All comparisons are bit-exact. */
+/* Reduction kernels against a slow, element-at-a-time reference that shares no code with them
+ * (src/algo/reduce*.c): integers go through 64-bit arithmetic and are truncated, float16 / bfloat16 are
+ * decoded with ldexp and rounded by searching the sorted table of representable values. Every instruction
+ * set the machine runs is checked, the portable loops always. All comparisons are bit-exact. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
