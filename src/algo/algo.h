@@ -104,6 +104,9 @@ typedef struct algo_caps {
     int nranks;
     int direct;      /* direct access inside the host */
     int single_copy; /* single-copy reads inside the host */
+    /* And they outran reads through the arena in the model's parameters (measured at init, or a tuning
+     * file's): the kernel's one copy beats the arena's two (the same on every rank: rank 0's figures). */
+    int single_copy_fast;
     /* Ranks outnumber the cores of the busiest host (the same on every rank: rank 0's core count). A
      * rank that waits is then often not running when its data arrives, and algorithms whose steps each
      * depend on one neighbour (a ring) stall where all-pairs exchanges find work from any peer. */
@@ -158,6 +161,7 @@ chorus_result_t allreduce_mesh(prims_t *p, const coll_args_t *a);
 chorus_result_t allreduce_star(prims_t *p, const coll_args_t *a);
 chorus_result_t allreduce_oneshot(prims_t *p, const coll_args_t *a);
 chorus_result_t allreduce_twoshot(prims_t *p, const coll_args_t *a);
+chorus_result_t allreduce_cma(prims_t *p, const coll_args_t *a);
 chorus_result_t allgather_ring(prims_t *p, const coll_args_t *a);
 chorus_result_t allgather_rd(prims_t *p, const coll_args_t *a);
 chorus_result_t allgather_bruck(prims_t *p, const coll_args_t *a);
@@ -196,6 +200,7 @@ algo_cost_t allreduce_mesh_cost(const algo_shape_t *s);
 algo_cost_t allreduce_star_cost(const algo_shape_t *s);
 algo_cost_t allreduce_oneshot_cost(const algo_shape_t *s);
 algo_cost_t allreduce_twoshot_cost(const algo_shape_t *s);
+algo_cost_t allreduce_cma_cost(const algo_shape_t *s);
 algo_cost_t allgather_ring_cost(const algo_shape_t *s);
 algo_cost_t allgather_rd_cost(const algo_shape_t *s);
 algo_cost_t allgather_bruck_cost(const algo_shape_t *s);

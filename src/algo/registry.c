@@ -23,6 +23,7 @@ static const algo_desc_t algo_table[] = {
     {COLL_ALLREDUCE, "star", allreduce_star, 0, allreduce_star_cost},
     {COLL_ALLREDUCE, "oneshot", allreduce_oneshot, ALGO_NEEDS_DIRECT, allreduce_oneshot_cost},
     {COLL_ALLREDUCE, "twoshot", allreduce_twoshot, ALGO_NEEDS_DIRECT, allreduce_twoshot_cost},
+    {COLL_ALLREDUCE, "cma", allreduce_cma, ALGO_NEEDS_DIRECT | ALGO_NEEDS_SINGLE_COPY, allreduce_cma_cost},
     {COLL_ALLGATHER, "ring", allgather_ring, 0, allgather_ring_cost},
     {COLL_ALLGATHER, "rd", allgather_rd, 0, allgather_rd_cost},
     {COLL_ALLGATHER, "bruck", allgather_bruck, 0, allgather_bruck_cost},
@@ -92,7 +93,16 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * loopback TCP it took 0.5 to 0.65 of rhd's time and 0.65 to 0.85 of the star's at 16 B to 16 KiB (level
  * with rhd at 64 KiB; alternating runs of 2000 calls), and between two emulated hosts (tests/cluster,
  * veth and a bridge) 0.3 to 0.7 of the star's time up to 4 KiB, level with both at 16 KiB and with rhd at
- * 64 KiB (alternating runs of 1000 calls). */
+ * 64 KiB (alternating runs of 1000 calls). Where single-copy reads outrun the arena's (algo_caps_t; an
+ * Intel Sapphire Rapids virtual machine, process_vm_readv at 18 to 24 GB/s in cache against the arena's
+ * 12 to 14, where the reference machine has 11 against 23), 2 ranks of one host take the single-copy
+ * algorithms: Broadcast, AllGather and AllToAll from 16 KiB, at 0.4 to 0.8 of the direct ones' time up
+ * to 64 MiB (two bench/model-check runs), but for an in-place Broadcast from 16 MiB, where the direct
+ * one was ahead; AllReduce from 256 KiB out of place (0.7 of the one-shot's and the ring's time from 256
+ * KiB to 16 MiB) and from 2 MiB in place, where below that it was behind the ring by 1.1 to 1.6 (each
+ * in-place call reads input the previous call's gather rewrote in the peer's cache). On 4 ranks it
+ * won too, from 256 KiB for AllToAll and 1 MiB for AllGather and Broadcast, but there the calibration,
+ * with ranks sharing the cores, did not find single-copy reads faster. */
 #define RULE(c, n, ...) {.coll = c, .name = n, __VA_ARGS__}
 static const struct algo_rule {
     coll_kind_t coll;
@@ -102,11 +112,14 @@ static const struct algo_rule {
     size_t max_total; /* bound on n * p */
     int oversubscribed; /* 1: only where ranks outnumber the busiest host's cores */
     int pow2;           /* 1: only for a power-of-two rank count */
-    int in_place;       /* 1: only in place (sendbuf == recvbuf) */
+    int in_place;       /* 1: only in place (sendbuf == recvbuf); -1: only out of place */
+    int single_copy_fast; /* 1: only where single-copy reads outran the arena (algo_caps_t) */
 } algo_rules[] = {
+    RULE(COLL_ALLREDUCE, "cma", .max_ranks = 2, .min_bytes = 256 << 10, .in_place = -1, .single_copy_fast = 1),
+    RULE(COLL_ALLREDUCE, "cma", .max_ranks = 2, .min_bytes = 2 << 20, .single_copy_fast = 1),
     RULE(COLL_ALLREDUCE, "oneshot", .max_ranks = 2, .max_bytes = 64 << 10),
     RULE(COLL_ALLREDUCE, "oneshot", .min_ranks = 4, .max_ranks = 4, .max_bytes = 128 << 10),
-    RULE(COLL_ALLREDUCE, "twoshot", .min_ranks = 4, .max_ranks = 4, .min_bytes = 256 << 10, .max_bytes = 512 << 10),
+    RULE(COLL_ALLREDUCE, "twoshot", .min_ranks = 4, .max_ranks = 4, .min_bytes = 256 << 10),
     RULE(COLL_ALLREDUCE, "oneshot", .min_ranks = 3, .max_total = 1 << 20),
     RULE(COLL_ALLREDUCE, "twoshot", .min_ranks = 8),
     RULE(COLL_ALLREDUCE, "twoshot", .min_ranks = 4, .min_bytes = 4 << 20),
@@ -116,6 +129,7 @@ static const struct algo_rule {
     RULE(COLL_ALLREDUCE, "rd", .max_ranks = 2, .max_bytes = 16 << 10),
     RULE(COLL_ALLREDUCE, "rhd", .max_bytes = 64 << 10),
     RULE(COLL_ALLREDUCE, "ring"),
+    RULE(COLL_ALLGATHER, "cma", .max_ranks = 2, .min_bytes = 16 << 10, .single_copy_fast = 1),
     RULE(COLL_ALLGATHER, "direct", .min_ranks = 3),
     RULE(COLL_ALLGATHER, "direct", .max_bytes = 64 << 10),
     RULE(COLL_ALLGATHER, "cma", .max_ranks = 2, .min_bytes = 1 << 20, .max_bytes = 4 << 20),
@@ -127,6 +141,8 @@ static const struct algo_rule {
     RULE(COLL_REDUCE_SCATTER, "rhd", .max_bytes = 64 << 10),
     RULE(COLL_REDUCE_SCATTER, "mesh", .min_bytes = 2 << 20, .oversubscribed = 1),
     RULE(COLL_REDUCE_SCATTER, "ring"),
+    RULE(COLL_BROADCAST, "cma", .max_ranks = 2, .min_bytes = 16 << 10, .max_bytes = 8 << 20, .single_copy_fast = 1),
+    RULE(COLL_BROADCAST, "cma", .max_ranks = 2, .min_bytes = 16 << 10, .in_place = -1, .single_copy_fast = 1),
     RULE(COLL_BROADCAST, "direct", .max_ranks = 2),
     RULE(COLL_BROADCAST, "direct", .min_bytes = 256 << 10),
     RULE(COLL_BROADCAST, "chain", .max_bytes = 16 << 10, .oversubscribed = 1),
@@ -135,6 +151,7 @@ static const struct algo_rule {
     RULE(COLL_REDUCE, "direct", .min_ranks = 4, .min_bytes = 2 << 20),
     RULE(COLL_REDUCE, "binomial", .max_bytes = 64 << 10),
     RULE(COLL_REDUCE, "chain"),
+    RULE(COLL_ALLTOALL, "cma", .max_ranks = 2, .min_bytes = 16 << 10, .single_copy_fast = 1),
     RULE(COLL_ALLTOALL, "direct", .in_place = 1),
     RULE(COLL_ALLTOALL, "direct", .max_bytes = 1 << 20),
     RULE(COLL_ALLTOALL, "cma", .min_ranks = 8, .min_bytes = 4 << 20),
@@ -150,7 +167,8 @@ static int rule_fits(const struct algo_rule *r, coll_kind_t coll, size_t bytes, 
 {
     size_t total, nranks = (size_t)caps->nranks;
     return r->coll == coll && caps->nranks >= r->min_ranks && (!r->max_ranks || caps->nranks <= r->max_ranks) &&
-           bytes >= r->min_bytes && (!r->in_place || in_place) &&
+           bytes >= r->min_bytes && (!r->in_place || (r->in_place > 0) == !!in_place) &&
+           (!r->single_copy_fast || caps->single_copy_fast) &&
            (!r->oversubscribed || caps->oversubscribed) &&
            (!r->pow2 || (caps->nranks & (caps->nranks - 1)) == 0) &&
            (!r->max_bytes || bytes <= r->max_bytes) &&

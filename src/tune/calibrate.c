@@ -264,6 +264,7 @@ chorus_result_t tune_setup(prims_t *p, tune_state_t *ts, int calibrate, char *er
         ts->file = shared->file;
         ts->mode = (tune_mode_t)shared->mode;
         tune_comm_set_cores(&ts->comm, shared->cores);
+        tune_comm_set_single_copy(&ts->comm, &ts->file.params);
     }
     free(shared);
     return res;

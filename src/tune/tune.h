@@ -51,6 +51,10 @@ typedef struct tune_comm {
 const char *tune_link_name(tune_link_t link);
 /* Sets the cores of the busiest host's share and the oversubscribed capability the rules read. */
 void tune_comm_set_cores(tune_comm_t *tc, int cores);
+/* Sets the single_copy_fast capability the rules read: single-copy reads (caps.single_copy) whose rate in
+ * cache beats the arena's in tp (measured at init, or a tuning file's; the built-in reference machine's
+ * do not). */
+void tune_comm_set_single_copy(tune_comm_t *tc, const tune_params_t *tp);
 /* s: the factor ranks that outnumber their host's cores pay (1 when they do not; tune_comm_set_cores). */
 double tune_share(const tune_comm_t *tc);
 /* How much of a call moving n bytes runs at memory speed (0: all in cache, 1: all in memory): its

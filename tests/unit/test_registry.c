@@ -7,6 +7,10 @@
 #include "tune/tune.h"
 #include "test.h"
 
+/* Whether the parameters pick_args selects with have single-copy reads outrun the arena (the built-in
+ * ones do not). */
+static int single_copy_fast;
+
 /* Selection as a communicator makes it with CHORUS_TUNING=rules and no tuning file, with as many cores
  * as ranks unless `cores` says otherwise; direct: direct access and single-copy reads; out of place
  * unless in_place. */
@@ -23,6 +27,8 @@ static const char *pick_args(const algo_config_t *cfg, coll_kind_t coll, size_t 
                             .caps = {.nranks = nranks, .direct = direct, .single_copy = direct},
                             .chunk = 256 << 10, .slot = 256 << 10};
     tune_comm_set_cores(&ts.comm, cores);
+    if (single_copy_fast) ts.file.params.beta_cma[TUNE_CACHE] = 1.5 * ts.file.params.beta[TUNE_LINK_ARENA][TUNE_CACHE];
+    tune_comm_set_single_copy(&ts.comm, &ts.file.params);
     const algo_desc_t *d = tune_select(&ts, &a, cfg);
     return d ? d->name : "(none)";
 }
@@ -268,6 +274,46 @@ static void check_restrictions(void)
     }
 }
 
+/* Where single-copy reads outrun the arena, 2 ranks of one host take the single-copy algorithms from
+ * 16 KiB (AllReduce from 256 KiB out of place, 2 MiB in place); elsewhere the rules stay as they were. */
+static void check_single_copy_fast(void)
+{
+    algo_config_t cfg;
+    char err[512];
+    TEST_ASSERT(parse(NULL, &cfg, err), "empty settings: %s", err);
+    static const struct {
+        coll_kind_t coll;
+        size_t count;
+        int nranks, direct, in_place;
+        const char *fast, *slow, *what;
+    } cases[] = {
+        {COLL_ALLREDUCE, 256 << 10, 2, 1, 0, "cma", "ring", "allreduce 256 KiB"},
+        {COLL_ALLREDUCE, 256 << 10, 2, 1, 1, "ring", "ring", "allreduce 256 KiB in place"},
+        {COLL_ALLREDUCE, 2 << 20, 2, 1, 1, "cma", "ring", "allreduce 2 MiB in place"},
+        {COLL_ALLREDUCE, 64 << 10, 2, 1, 0, "oneshot", "oneshot", "allreduce 64 KiB"},
+        {COLL_ALLREDUCE, 1 << 20, 2, 0, 0, "ring", "ring", "allreduce 1 MiB, two hosts"},
+        {COLL_ALLREDUCE, 1 << 20, 4, 1, 0, "twoshot", "twoshot", "allreduce 1 MiB, 4 ranks"},
+        {COLL_ALLGATHER, 8 << 10, 2, 1, 0, "cma", "direct", "allgather 16 KiB"},
+        {COLL_ALLGATHER, 4 << 10, 2, 1, 0, "direct", "direct", "allgather 8 KiB"},
+        {COLL_BROADCAST, 16 << 10, 2, 1, 0, "cma", "direct", "broadcast 16 KiB"},
+        {COLL_BROADCAST, 16 << 20, 2, 1, 1, "direct", "direct", "broadcast 16 MiB in place"},
+        {COLL_BROADCAST, 16 << 20, 2, 1, 0, "cma", "direct", "broadcast 16 MiB"},
+        {COLL_ALLTOALL, 8 << 10, 2, 1, 1, "cma", "direct", "alltoall 16 KiB in place"},
+        {COLL_ALLTOALL, 2 << 10, 2, 1, 0, "direct", "direct", "alltoall 4 KiB"},
+    };
+    for (int fast = 0; fast < 2; fast++) {
+        single_copy_fast = fast;
+        for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+            const char *want = fast ? cases[k].fast : cases[k].slow;
+            const char *got = pick_args(&cfg, cases[k].coll, cases[k].count, cases[k].nranks, cases[k].direct,
+                                        cases[k].nranks, cases[k].in_place);
+            TEST_ASSERT(strcmp(got, want) == 0, "%s, single copy %s: %s, not %s", cases[k].what,
+                        fast ? "fast" : "slow", got, want);
+        }
+    }
+    single_copy_fast = 0;
+}
+
 static void check_errors(void)
 {
     algo_config_t cfg = {0};
@@ -288,6 +334,7 @@ int main(void)
     check_defaults();
     check_forcing();
     check_restrictions();
+    check_single_copy_fast();
     check_tuning_precedence();
     check_errors();
     return test_report();
