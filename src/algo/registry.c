@@ -100,9 +100,9 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * to 64 MiB (two bench/model-check runs), but for an in-place Broadcast from 16 MiB, where the direct
  * one was ahead; AllReduce from 256 KiB out of place (0.7 of the one-shot's and the ring's time from 256
  * KiB to 16 MiB) and from 2 MiB in place, where below that it was behind the ring by 1.1 to 1.6 (each
- * in-place call reads input the previous call's gather rewrote in the peer's cache). On 4 ranks it
- * won too, from 256 KiB for AllToAll and 1 MiB for AllGather and Broadcast, but there the calibration,
- * with ranks sharing the cores, did not find single-copy reads faster. */
+ * in-place call reads input the previous call's gather rewrote in the peer's cache). On 4 ranks single
+ * copy won too from 512 KiB, but there the calibration, with ranks sharing the cores, does not find its
+ * reads faster (docs/algorithms.md, "Single copy"). */
 #define RULE(c, n, ...) {.coll = c, .name = n, __VA_ARGS__}
 static const struct algo_rule {
     coll_kind_t coll;
