@@ -18,10 +18,11 @@
 #include <string.h>
 
 #include "algo/direct.h"
+#include "util/copy.h"
 #include "util/util.h"
 
-/* This rank's slice of the result, chunk by chunk: the p inputs' parts (addrs[2 q], at the slice's offset) combined in
- * rank order into out. */
+/* This rank's slice of the result, cnt elements from element off, chunk by chunk: the p inputs' parts
+ * (rank q's input at addrs[2 q], this rank's at own) combined in rank order into out. */
 static chorus_result_t combine_slice(prims_t *p, const uint64_t *addrs, const char *own, char *out, size_t off,
                                      size_t cnt, const prims_reduce_t *red, int in_place)
 {
@@ -29,7 +30,7 @@ static chorus_result_t combine_slice(prims_t *p, const uint64_t *addrs, const ch
     size_t chunk = prims_chunk_bytes(p) / red->elem;
     if (!chunk) chunk = 1;
     if (chunk > cnt) chunk = cnt;
-    /* tmp[0] and tmp[1]: the peers' parts (two at once for the first combination); tmp[2]: this rank's
+    /* buf[0] and buf[1]: the peers' parts (two at once for the first combination); buf[2]: this rank's
      * own part, in place, where it is combined after the output was first written. */
     int need_own = in_place && rank >= 2;
     char *tmp;
@@ -38,7 +39,7 @@ static chorus_result_t combine_slice(prims_t *p, const uint64_t *addrs, const ch
     for (size_t done = 0; done < cnt; done += chunk) {
         size_t c = cnt - done < chunk ? cnt - done : chunk, at = (off + done) * red->elem, len = c * red->elem;
         const char *part[2];
-        if (need_own) memcpy(buf[2], own + at, len);
+        if (need_own) copy_bytes(buf[2], own + at, len);
         for (int q = 0; q < 2; q++) {
             if (q == rank) {
                 part[q] = own + at;
@@ -83,7 +84,8 @@ chorus_result_t allreduce_cma(prims_t *p, const coll_args_t *a)
     for (int i = 1; i < n; i++) {
         int q = (rank + i) % n;
         prims_partition(a->count, n, q, &off, &cnt);
-        if (cnt) CHECK(prims_direct_read(p, q, addrs[2 * q + 1] + off * red.elem, out + off * red.elem, cnt * red.elem));
+        if (cnt)
+            CHECK(prims_direct_read(p, q, addrs[2 * q + 1] + off * red.elem, out + off * red.elem, cnt * red.elem));
     }
     CHECK(prims_direct_begin(p, (void **)&slot));
     prims_direct_publish(p, 0);

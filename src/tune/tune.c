@@ -70,7 +70,8 @@ void tune_comm_set_cores(tune_comm_t *tc, int cores)
 
 void tune_comm_set_single_copy(tune_comm_t *tc, const tune_params_t *tp)
 {
-    tc->caps.single_copy_fast = tc->caps.single_copy && tp->beta_cma[TUNE_CACHE] > tp->beta[TUNE_LINK_ARENA][TUNE_CACHE];
+    tc->caps.single_copy_fast =
+        tc->caps.single_copy && tp->beta_cma[TUNE_CACHE] > tp->beta[TUNE_LINK_ARENA][TUNE_CACHE];
 }
 
 double tune_share(const tune_comm_t *tc)
