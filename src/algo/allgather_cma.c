@@ -27,9 +27,7 @@ chorus_result_t allgather_cma(prims_t *p, const coll_args_t *a)
         int q = (rank + i) % n;
         CHECK(prims_direct_read(p, q, *(const uint64_t *)slots[q], out + (size_t)q * bytes, bytes));
     }
-    CHECK(prims_direct_begin(p, (void **)&slot));
-    prims_direct_publish(p, 0);
-    return prims_direct_wait_all(p, &slots);
+    return direct_empty_phase(p);
 }
 
 /* The terms of the comment above, for the cost model (algo.h). */

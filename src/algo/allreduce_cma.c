@@ -77,9 +77,7 @@ chorus_result_t allreduce_cma(prims_t *p, const coll_args_t *a)
     size_t off, cnt;
     prims_partition(a->count, n, rank, &off, &cnt);
     if (cnt) CHECK(combine_slice(p, addrs, a->sendbuf, out, off, cnt, &red, a->sendbuf == out));
-    CHECK(prims_direct_begin(p, (void **)&slot));
-    prims_direct_publish(p, 0);
-    CHECK(prims_direct_wait_all(p, &slots));
+    CHECK(direct_empty_phase(p));
 
     for (int i = 1; i < n; i++) {
         int q = (rank + i) % n;
@@ -87,9 +85,7 @@ chorus_result_t allreduce_cma(prims_t *p, const coll_args_t *a)
         if (cnt)
             CHECK(prims_direct_read(p, q, addrs[2 * q + 1] + off * red.elem, out + off * red.elem, cnt * red.elem));
     }
-    CHECK(prims_direct_begin(p, (void **)&slot));
-    prims_direct_publish(p, 0);
-    return prims_direct_wait_all(p, &slots);
+    return direct_empty_phase(p);
 }
 
 /* The terms of the comment above, for the cost model (algo.h). */

@@ -11,11 +11,7 @@
 chorus_result_t barrier_direct(prims_t *p, const coll_args_t *a)
 {
     (void)a;
-    void *slot;
-    const void *const *slots;
-    CHECK(prims_direct_begin(p, &slot));
-    prims_direct_publish(p, 0);
-    return prims_direct_wait_all(p, &slots);
+    return direct_empty_phase(p);
 }
 
 /* The terms of the comment above, for the cost model (algo.h). */

@@ -17,7 +17,6 @@ chorus_result_t broadcast_cma(prims_t *p, const coll_args_t *a)
     size_t bytes = a->count * dtype_size(a->dtype);
     uint64_t *slot;
     const void *theirs;
-    const void *const *slots;
     CHECK(prims_direct_begin(p, (void **)&slot));
     slot[0] = (uint64_t)(uintptr_t)a->sendbuf;
     prims_direct_publish(p, sizeof(*slot));
@@ -27,9 +26,7 @@ chorus_result_t broadcast_cma(prims_t *p, const coll_args_t *a)
         CHECK(prims_direct_wait(p, a->root, &theirs));
         CHECK(prims_direct_read(p, a->root, *(const uint64_t *)theirs, a->recvbuf, bytes));
     }
-    CHECK(prims_direct_begin(p, (void **)&slot));
-    prims_direct_publish(p, 0);
-    return prims_direct_wait_all(p, &slots);
+    return direct_empty_phase(p);
 }
 
 /* The terms of the comment above, for the cost model (algo.h). */

@@ -4,6 +4,15 @@
 #include "util/copy.h"
 #include "util/util.h"
 
+chorus_result_t direct_empty_phase(prims_t *p)
+{
+    void *slot;
+    const void *const *slots;
+    CHECK(prims_direct_begin(p, &slot));
+    prims_direct_publish(p, 0);
+    return prims_direct_wait_all(p, &slots);
+}
+
 chorus_result_t direct_put(prims_t *p, const void *src, size_t bytes)
 {
     void *slot;

@@ -1,4 +1,4 @@
-/* Helpers shared by the direct-access algorithms (*_direct.c, allreduce_oneshot.c, allreduce_twoshot.c). */
+/* Helpers shared by the direct-access algorithms (*_direct.c, *_cma.c, allreduce_oneshot.c, allreduce_twoshot.c). */
 #ifndef CHORUS_DIRECT_H
 #define CHORUS_DIRECT_H
 
@@ -21,6 +21,9 @@ static inline void direct_reduce(void *dst, const void *const *slots, int nranks
     reduce_finish(dst, count, red->dtype, red->op, nranks);
 }
 
+/* A phase with nothing in it: this rank says it is done with the data of the phases before (a peer's
+ * buffer it read, or its own that peers read) and waits until every rank has said so. */
+chorus_result_t direct_empty_phase(prims_t *p);
 /* Begin a phase, copy bytes from src into this rank's slot and publish them. */
 chorus_result_t direct_put(prims_t *p, const void *src, size_t bytes);
 /* Begin a phase and publish p pieces of cnt elements: piece q is buf's block q (of block_elems elements)
