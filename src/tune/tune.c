@@ -35,8 +35,27 @@ void tune_params_builtin(tune_params_t *tp)
     snprintf(tp->source, sizeof(tp->source), "built in (the reference machine)");
 }
 
+/* A copy's time per byte at working set w, from the profile: log-linear in w between its points, its end
+ * points' beyond them. */
+static double tune_profile_time(const tune_params_t *tp, double w)
+{
+    int n = tp->nprofile, k = 1;
+    if (w <= tp->profile_bytes[0]) return 1 / tp->profile_rate[0];
+    if (w >= tp->profile_bytes[n - 1]) return 1 / tp->profile_rate[n - 1];
+    while (tp->profile_bytes[k] < w) k++;
+    double x = log2(w / tp->profile_bytes[k - 1]) / log2(tp->profile_bytes[k] / tp->profile_bytes[k - 1]);
+    return (1 - x) / tp->profile_rate[k - 1] + x / tp->profile_rate[k];
+}
+
 double tune_memory_share(const tune_params_t *tp, const tune_comm_t *tc, double n)
 {
+    if (tp->nprofile >= 2) {
+        /* From the working set of the calls that measure the cache figures (TUNE_CACHE_BYTES in all, on
+         * this communicator's cores) to that of the memory figures' copies. */
+        double s = tune_share(tc), lo = tune_profile_time(tp, 2.0 * TUNE_CACHE_BYTES * s),
+               hi = tune_profile_time(tp, 2.0 * TUNE_MEMORY_LOCAL_BYTES);
+        if (hi > lo) return CHORUS_MIN(CHORUS_MAX((tune_profile_time(tp, 2 * n * s) - lo) / (hi - lo), 0.0), 1.0);
+    }
     double w = 2 * n * CHORUS_MAX(tc->ranks_per_host, 1), lo = tp->cache_bytes / 4, hi = tp->cache_bytes * 4;
     if (w <= lo) return 0;
     if (w >= hi) return 1;
@@ -267,6 +286,23 @@ static int tune_parse_line(tune_file_t *tf, char **w, int nw, int *version_p, ch
         tf->params.cache_bytes = (double)bytes;
         return 0;
     }
+    double rate;
+    if (strcmp(w[0], "profile") == 0 && nw == 3 && params_parse_size(w[1], &bytes) == 0 && bytes > 0 &&
+        tune_parse_value(w[2], &rate) == 0 && rate > 0) {
+        tune_params_t *tp = &tf->params;
+        if (tp->nprofile == TUNE_PROFILE_MAX) {
+            snprintf(err, errlen, "more than %d profile points", TUNE_PROFILE_MAX);
+            return -1;
+        }
+        if (tp->nprofile > 0 && (double)bytes <= tp->profile_bytes[tp->nprofile - 1]) {
+            snprintf(err, errlen, "profile points must come in increasing bytes (%s after %.0f)", w[1],
+                     tp->profile_bytes[tp->nprofile - 1]);
+            return -1;
+        }
+        tp->profile_bytes[tp->nprofile] = (double)bytes;
+        tp->profile_rate[tp->nprofile++] = rate;
+        return 0;
+    }
     if (strcmp(w[0], "rule") == 0) {
         if (tf->nrules == TUNE_MAX_RULES) {
             snprintf(err, errlen, "more than %d rules", TUNE_MAX_RULES);
@@ -278,7 +314,7 @@ static int tune_parse_line(tune_file_t *tf, char **w, int nw, int *version_p, ch
     }
     snprintf(err, errlen, "cannot read \"%s ...\" (expected alpha shm|tcp|arena T, beta shm|tcp|arena|copy|cma "
              "cache|memory RATE, oneway shm|tcp cache|memory RATE, gamma cache|memory T, cache SIZE, "
-             "rule COLL ALGO [bounds], machine, date)", w[0]);
+             "profile SIZE RATE, rule COLL ALGO [bounds], machine, date)", w[0]);
     return -1;
 }
 
@@ -396,6 +432,10 @@ chorus_result_t tune_file_write(const char *path, const tune_file_t *tf, char *e
                 tp->beta_cma[r] / 1e9, regime_names[r], tp->beta_copy[r] / 1e9, regime_names[r], tp->gamma[r] * 1e9);
     }
     fprintf(f, "cache %.0f\n", tp->cache_bytes);
+    if (tp->nprofile > 0)
+        fprintf(f, "# the memory share's profile: rates by working set per core (docs/tuning.md, Regimes)\n");
+    for (int k = 0; k < tp->nprofile; k++)
+        fprintf(f, "profile %.0f %.4gGB/s\n", tp->profile_bytes[k], tp->profile_rate[k] / 1e9);
     fprintf(f, "# rules, tried in order before the built-in ones and the model: rule COLLECTIVE ALGORITHM [ranks>=P] "
                "[ranks<=P] [ranks=P] [link=shm|tcp] [place=in|out] [bytes>=N] [bytes<=N]\n");
     for (int r = 0; r < tf->nrules; r++) {
@@ -476,7 +516,7 @@ static int tune_bufs_alloc(tune_bufs_t *m, size_t bytes, void *scratch)
 void tune_measure_local(tune_params_t *tp, tune_regime_t r, int runs, void *scratch)
 {
     tune_bufs_t m;
-    if (tune_bufs_alloc(&m, r == TUNE_CACHE ? TUNE_CACHE_BYTES : 64u << 20, r == TUNE_CACHE ? scratch : NULL) != 0)
+    if (tune_bufs_alloc(&m, r == TUNE_CACHE ? TUNE_CACHE_BYTES : TUNE_MEMORY_LOCAL_BYTES, r == TUNE_CACHE ? scratch : NULL) != 0)
         return;
     double bytes = (double)(m.count * sizeof(float));
     double copy = tune_best_of(tune_copy_once, &m, runs), red = tune_best_of(tune_reduce_once, &m, runs);
@@ -485,18 +525,32 @@ void tune_measure_local(tune_params_t *tp, tune_regime_t r, int runs, void *scra
     tune_bufs_free(&m);
 }
 
-double tune_measure_cache_bytes(void)
+void tune_measure_profile(tune_params_t *tp)
 {
-    /* From 1 MiB: past the private caches, so the drop looked for is the last-level cache's. */
-    double in_cache = 0, found = 0;
-    for (size_t bytes = 1u << 20; bytes <= (64u << 20); bytes *= 2) {
-        tune_bufs_t m;
-        if (tune_bufs_alloc(&m, bytes, NULL) != 0) break;
-        double rate = (double)bytes / tune_best_of(tune_copy_once, &m, 10);
-        tune_bufs_free(&m);
-        if (in_cache == 0) in_cache = rate;
-        if (rate < in_cache / 2) break;
-        found = 2.0 * (double)bytes;
+    /* The largest buffers once, touched once (the first touch costs more than the copies here); the smaller
+     * working sets copy their beginnings, best of several runs each. */
+    const size_t most = 128u << 20;
+    tune_bufs_t m;
+    if (tune_bufs_alloc(&m, most, NULL) != 0) return;
+    int n = 0;
+    for (size_t bytes = 128u << 10; bytes <= most && n < TUNE_PROFILE_MAX; bytes *= 2) {
+        m.count = bytes / sizeof(float);
+        tp->profile_bytes[n] = 2.0 * (double)bytes;
+        tp->profile_rate[n++] = (double)bytes / tune_best_of(tune_copy_once, &m, bytes < (32u << 20) ? 10 : 3);
     }
-    return found;
+    tune_bufs_free(&m);
+    tp->nprofile = n;
+    /* The memory regime's copy is the profile's point at its working set: one measurement, not two that
+     * the noise of a shared machine sets apart (7.2 and 9.4 GB/s in one run on one virtual machine), since
+     * the memory share counts from the profile's time there. */
+    double at_memory = tune_profile_time(tp, 2.0 * TUNE_MEMORY_LOCAL_BYTES);
+    if (at_memory > 0) tp->beta_copy[TUNE_MEMORY] = 1 / at_memory;
+    /* cache: from 2 MiB (past the private caches, so the drop looked for is the last-level cache's), the
+     * working sets copied at more than half the rate at 2 MiB. */
+    double at_2m = tune_profile_time(tp, 2.0 * TUNE_CACHE_BYTES);
+    for (int k = 0; k < n; k++) {
+        if (tp->profile_bytes[k] < 2.0 * TUNE_CACHE_BYTES) continue;
+        if (1 / tp->profile_rate[k] > 2 * at_2m) break;
+        tp->cache_bytes = tp->profile_bytes[k];
+    }
 }

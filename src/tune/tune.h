@@ -26,6 +26,7 @@
 
 typedef enum { TUNE_LINK_SHM, TUNE_LINK_TCP, TUNE_LINK_ARENA, TUNE_LINK_COUNT } tune_link_t;
 typedef enum { TUNE_CACHE, TUNE_MEMORY, TUNE_REGIMES } tune_regime_t;
+#define TUNE_PROFILE_MAX 16
 
 typedef struct tune_params {
     double alpha[TUNE_LINK_COUNT];               /* seconds per step (arena: per synchronisation) */
@@ -35,6 +36,12 @@ typedef struct tune_params {
     double beta_copy[TUNE_REGIMES];              /* bytes per second of a local memory copy */
     double gamma[TUNE_REGIMES];                  /* seconds per byte reduced (float32 sum) */
     double cache_bytes;                          /* working sets beyond this run at memory speed */
+    /* The profile: rates at working sets per core of increasing size, measured by chorus-tune (none built
+     * in; at init the tuning file's is kept): a direct AllGather's where the host arena exists, else a local
+     * copy's (two buffers, bytes in all). Only its shape counts: where it has points it sets the memory
+     * share instead of cache_bytes (tune_memory_share). */
+    int nprofile;
+    double profile_bytes[TUNE_PROFILE_MAX], profile_rate[TUNE_PROFILE_MAX];
     char source[160];                            /* where they come from, for the logs */
 } tune_params_t;
 
@@ -57,9 +64,13 @@ void tune_comm_set_cores(tune_comm_t *tc, int cores);
 void tune_comm_set_single_copy(tune_comm_t *tc, const tune_params_t *tp);
 /* s: the factor ranks that outnumber their host's cores pay (1 when they do not; tune_comm_set_cores). */
 double tune_share(const tune_comm_t *tc);
-/* How much of a call moving n bytes runs at memory speed (0: all in cache, 1: all in memory): its
- * working set on the busiest host, 2 n per rank, against the last-level cache, blended log-linearly from
- * a quarter of the cache to four times it (caches are shared, with other ranks and other tenants). */
+/* How much of a call moving n bytes runs at memory speed (0: all in cache, 1: all in memory).
+ * With a profile: where the call's working set per core (2 n for each rank the core runs) falls, in
+ * time per byte interpolated log-linearly between the profile's points, between that of the calls that
+ * measured the cache figures (n = TUNE_CACHE_BYTES) and that of the memory figures (n =
+ * TUNE_MEMORY_LOCAL_BYTES on one rank per core). Without one: its working set on the busiest
+ * host, 2 n per rank, against the last-level cache, blended log-linearly from a quarter of the cache to
+ * four times it (caches are shared, with other ranks and other tenants). */
 double tune_memory_share(const tune_params_t *tp, const tune_comm_t *tc, double n);
 
 /* The parameters measured on the reference machine (docs/tuning.md says how and when). */
@@ -83,6 +94,7 @@ const algo_desc_t *tune_model_choice(const tune_params_t *tp, const tune_comm_t 
  *     oneway shm|tcp cache|memory <bytes per second>
  *     gamma cache|memory <seconds per byte>
  *     cache <bytes>
+ *     profile <bytes> <bytes per second>       (one line per point, bytes increasing)
  *     rule <collective> <algorithm> [ranks>=P] [ranks<=P] [ranks=P] [bytes>=N] [bytes<=N] [link=shm|tcp]
  *          [place=in|out]
  * Blank lines and lines starting with # are ignored. Rules apply in file order, before the built-in
@@ -153,16 +165,21 @@ void tune_machine(char *buf, size_t len, int *cores_p);
  * data is (another core wrote it). At 256 KiB copies here ran at 80-116 GB/s, at 1 to 8 MiB at 50-57. */
 #define TUNE_CACHE_BYTES (1u << 20)
 
+/* The memory regime's buffers: well past any last-level cache. */
+#define TUNE_MEMORY_LOCAL_BYTES (64u << 20)
+
 /* Local measurements (no peer involved): beta_copy and gamma of one regime, each the best of `runs`
- * (cache: two TUNE_CACHE_BYTES buffers, in scratch when it is not NULL; memory: 64 MiB, well past any
- * last-level cache). */
+ * (cache: two TUNE_CACHE_BYTES buffers, in scratch when it is not NULL; memory: two of
+ * TUNE_MEMORY_LOCAL_BYTES). */
 /* A measurement buffer: page-aligned, as chorus-perf's are (the copy routines' speed can depend on how
  * source and destination sit within a page), its pages already touched. NULL if out of memory. */
 void *tune_alloc(size_t bytes);
 void tune_measure_local(tune_params_t *tp, tune_regime_t r, int runs, void *scratch);
-/* The last-level cache as copies see it: the largest working set (two buffers) whose copy rate stays
- * above half the one at 1 MiB, found by a sweep (about 50 ms). */
-double tune_measure_cache_bytes(void);
+/* The copy profile (working sets of 256 KiB to 256 MiB, doubling), and from it the memory regime's copy
+ * rate (its point at twice TUNE_MEMORY_LOCAL_BYTES) and the last-level cache as copies see it: the
+ * largest working set from 2 MiB whose copy rate stays above half the one at 2 MiB.
+ * About half a second, most of it the first touch of the largest buffers. */
+void tune_measure_profile(tune_params_t *tp);
 
 /* The measurements, on every rank of the communicator together (calibrate.c): rank 0's params hold the
  * results. thorough: chorus-tune's (more repetitions, both regimes, the cache size; ~1 s); otherwise the

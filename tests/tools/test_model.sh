@@ -73,6 +73,23 @@ c0=$(at64m broadcast chain "$tmp/old")
 check "a file without oneway lines: one way at the exchange's rate (${c0:-?} us, ${c1:-?} with them)" \
     "$([ -n "$c0" ] && [ "$c0" = "$c1" ] && echo 0 || echo 1)"
 
+# A profile sets the memory share: flat from 2 to 64 MiB of working set (2 n per rank), a 2-rank ring
+# AllGather of 16 and of 32 MiB runs at the cache rate (twice the time for twice the bytes); at 128 MiB,
+# the profile's memory end, at the memory rate (half of it: four times 32 MiB's time).
+printf '%s\n' "chorus-tuning 1" "alpha shm 0" "beta shm cache 10GB/s" "beta shm memory 5GB/s" \
+    "beta copy cache 1e30" "beta copy memory 1e30" "gamma cache 0" "gamma memory 0" \
+    "profile 2097152 10GB/s" "profile 67108864 10GB/s" "profile 134217728 5GB/s" > "$tmp/profile"
+at() { # size, file: the ring AllGather's predicted us
+    "$model" allgather -p 2 -b "$1" -e "$1" --tuning-file "$2" | awk '
+        /^# +bytes/ { for (i = 3; i <= NF; i++) if ($i == "ring") col = i - 1; next }
+        !/^#/ && col { v = $col; print (v ~ /ms$/ ? v * 1000 : v ~ /us$/ ? v + 0 : v * 1e6) }'
+}
+p16=$(at 16M "$tmp/profile") p32=$(at 32M "$tmp/profile") p64=$(at 64M "$tmp/profile")
+echo "  ring allgather with the profile: 16M ${p16:-?} us, 32M ${p32:-?}, 64M ${p64:-?}"
+check "the profile's flat part prices at the cache rate, its end at the memory rate" "$(awk -v a="$p16" -v b="$p32" \
+    -v c="$p64" 'BEGIN { print (a > 0 && b / a > 1.99 && b / a < 2.01 && c / b > 3.99 && c / b < 4.01) ? 0 : 1 }')"
+bad $'chorus-tuning 1\nprofile 4M 1GB/s\nprofile 2M 1GB/s' "increasing bytes"
+
 err=$("$model" allreduce -p 4 --tuning-file "$tmp/missing" 2>&1 >/dev/null)
 check "a missing file is named" "$(echo "$err" | grep -q "$tmp/missing" && echo 0 || echo 1)"
 err=$("$model" allreduce -p 8 --alpha fast 2>&1 >/dev/null)
