@@ -11,7 +11,8 @@
  * measured twice, in cache and in memory, and blended by how far the call's working set on the busiest
  * host (its ranks' inputs and outputs, 2 n each) passes a quarter of the last-level cache: all cache
  * below that, all memory from four times the cache up, log-linear between (caches are shared and the
- * data of other ranks' cores arrives through them, so the knee is gradual).
+ * data of other ranks' cores arrives through them, so the knee is gradual), or by a measured profile
+ * where a tuning file has one (tune_memory_share).
  * s = max(1, ranks on the busiest host / its cores):
  * ranks that outnumber the cores share them, and every term here is work those cores do (copies,
  * reductions, the scheduling a wait costs).
