@@ -75,14 +75,14 @@ static chorus_result_t tune_measure_link(prims_t *p, tune_state_t *ts, const tun
 {
     int me = prims_rank(p), partner = ts->partner;
     if (me != 0 && me != partner) return CHORUS_SUCCESS;
-    char *buf = e->memory_trips ? tune_alloc(2 * (size_t)TUNE_MEMORY_LOCAL_BYTES) : scratch;
+    char *buf = e->memory_trips ? tune_alloc(2 * (size_t)TUNE_MEMORY_BYTES) : scratch;
     if (!buf) return CHORUS_ERR_NO_MEMORY;
     tune_params_t *tp = &ts->file.params;
     tune_link_t link = ts->comm.net;
     double small = 0;
     chorus_result_t res = tune_transfer(p, partner, buf, TUNE_SMALL, e->small_trips, TUNE_PINGPONG, &small);
     for (int r = 0; r < (e->memory_trips ? TUNE_REGIMES : 1) && res == CHORUS_SUCCESS; r++) {
-        size_t bytes = r == TUNE_CACHE ? TUNE_CACHE_BYTES : TUNE_MEMORY_LOCAL_BYTES;
+        size_t bytes = r == TUNE_CACHE ? TUNE_CACHE_BYTES : TUNE_MEMORY_BYTES;
         int trips = r == TUNE_CACHE ? e->large_trips : e->memory_trips;
         double both = 0, one = 0;
         res = tune_transfer(p, partner, buf, bytes, trips, TUNE_EXCHANGE, &both);
@@ -96,8 +96,8 @@ static chorus_result_t tune_measure_link(prims_t *p, tune_state_t *ts, const tun
     return res;
 }
 
-/* Best mean time per call of `batches` batches of TUNE_ALGO_BATCH back-to-back calls of an algorithm on every rank
- * (after one to warm up), timed at rank 0. A batch, not a single call: a call can return on rank 0 while
+/* Best mean time per call of `batches` batches of TUNE_ALGO_BATCH back-to-back calls of an algorithm on every
+ * rank (after one to warm up), timed at rank 0. A batch, not a single call: a call can return on rank 0 while
  * its peers still read, and the next call pays for that. With 4 ranks on 2 cores the best single direct
  * allgather of 1 MiB took 60 us at rank 0, and calls back to back 155 us each (the single-copy one, whose
  * ranks wait until every peer has read their buffers, 120 and 130). */
@@ -154,9 +154,9 @@ static chorus_result_t tune_measure_arena(prims_t *p, tune_state_t *ts, const tu
     for (size_t w = 0; w < CHORUS_ARRAY_SIZE(ways) && (w == 0 || ts->comm.caps.single_copy); w++) {
         double *rate = w == 0 ? tp->beta[TUNE_LINK_ARENA] : tp->beta_cma;
         for (int r = 0; r < (e->memory_trips ? TUNE_REGIMES : 1); r++) {
-            /* In all: TUNE_CACHE_BYTES in cache, TUNE_MEMORY_LOCAL_BYTES in memory (a working set of twice
+            /* In all: TUNE_CACHE_BYTES in cache, TUNE_MEMORY_BYTES in memory (a working set of twice
              * that per rank, as the memory regime's copies have: tune_memory_share). */
-            size_t all = r == TUNE_CACHE ? TUNE_CACHE_BYTES : TUNE_MEMORY_LOCAL_BYTES;
+            size_t all = r == TUNE_CACHE ? TUNE_CACHE_BYTES : TUNE_MEMORY_BYTES;
             size_t each = CHORUS_MAX(all / (size_t)n, (size_t)4096);
             double t;
             int batches = CHORUS_MAX((r == TUNE_CACHE ? e->large_trips : e->memory_trips) / 2, 1);
@@ -166,8 +166,8 @@ static chorus_result_t tune_measure_arena(prims_t *p, tune_state_t *ts, const tu
             algo_cost_t c = ways[w].cost(&shape);
             double rest = t / share - c.steps * tp->alpha[TUNE_LINK_ARENA] - c.copied / tp->beta_copy[r];
             if (me == 0)
-                LOG_DEBUG(LOG_SUB_TUNING, "calibration: %s allgather of %zu bytes per rank: best %.1f us per call of %d batches of %d; "
-                          "%.1f us left to %.0f bytes of reads after %.0f steps and %.0f bytes copied",
+                LOG_DEBUG(LOG_SUB_TUNING, "calibration: %s allgather of %zu bytes per rank: best %.1f us per call "
+                          "of %d batches of %d; %.1f us left to %.0f bytes of reads after %.0f steps and %.0f bytes copied",
                           w == 0 ? "direct" : "single-copy", each, t * 1e6, batches, TUNE_ALGO_BATCH, rest * 1e6,
                           c.bytes, c.steps, c.copied);
             /* Reading a peer's data is a copy: no faster than a local one (a disturbed subtraction could

@@ -35,8 +35,8 @@ void tune_params_builtin(tune_params_t *tp)
     snprintf(tp->source, sizeof(tp->source), "built in (the reference machine)");
 }
 
-/* A copy's time per byte at working set w, from the profile: log-linear in w between its points, its end
- * points' beyond them. */
+/* The profile's time per byte at working set w: log-linear in w between its points, its end points' beyond
+ * them. */
 static double tune_profile_time(const tune_params_t *tp, double w)
 {
     int n = tp->nprofile, k = 1;
@@ -53,7 +53,7 @@ double tune_memory_share(const tune_params_t *tp, const tune_comm_t *tc, double 
         /* From the working set of the calls that measure the cache figures (TUNE_CACHE_BYTES in all, on
          * this communicator's cores) to that of the memory figures' copies. */
         double s = tune_share(tc), lo = tune_profile_time(tp, 2.0 * TUNE_CACHE_BYTES * s),
-               hi = tune_profile_time(tp, 2.0 * TUNE_MEMORY_LOCAL_BYTES);
+               hi = tune_profile_time(tp, 2.0 * TUNE_MEMORY_BYTES);
         if (hi > lo) return CHORUS_MIN(CHORUS_MAX((tune_profile_time(tp, 2 * n * s) - lo) / (hi - lo), 0.0), 1.0);
     }
     double w = 2 * n * CHORUS_MAX(tc->ranks_per_host, 1), lo = tp->cache_bytes / 4, hi = tp->cache_bytes * 4;
@@ -516,8 +516,8 @@ static int tune_bufs_alloc(tune_bufs_t *m, size_t bytes, void *scratch)
 void tune_measure_local(tune_params_t *tp, tune_regime_t r, int runs, void *scratch)
 {
     tune_bufs_t m;
-    if (tune_bufs_alloc(&m, r == TUNE_CACHE ? TUNE_CACHE_BYTES : TUNE_MEMORY_LOCAL_BYTES, r == TUNE_CACHE ? scratch : NULL) != 0)
-        return;
+    size_t each = r == TUNE_CACHE ? TUNE_CACHE_BYTES : TUNE_MEMORY_BYTES;
+    if (tune_bufs_alloc(&m, each, r == TUNE_CACHE ? scratch : NULL) != 0) return;
     double bytes = (double)(m.count * sizeof(float));
     double copy = tune_best_of(tune_copy_once, &m, runs), red = tune_best_of(tune_reduce_once, &m, runs);
     if (copy > 0) tp->beta_copy[r] = bytes / copy;
@@ -543,7 +543,7 @@ void tune_measure_profile(tune_params_t *tp)
     /* The memory regime's copy is the profile's point at its working set: one measurement, not two that
      * the noise of a shared machine sets apart (7.2 and 9.4 GB/s in one run on one virtual machine), since
      * the memory share counts from the profile's time there. */
-    double at_memory = tune_profile_time(tp, 2.0 * TUNE_MEMORY_LOCAL_BYTES);
+    double at_memory = tune_profile_time(tp, 2.0 * TUNE_MEMORY_BYTES);
     if (at_memory > 0) tp->beta_copy[TUNE_MEMORY] = 1 / at_memory;
     /* cache: from 2 MiB (past the private caches, so the drop looked for is the last-level cache's), the
      * working sets copied at more than half the rate at 2 MiB. */

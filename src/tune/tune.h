@@ -69,7 +69,7 @@ double tune_share(const tune_comm_t *tc);
  * With a profile: where the call's working set per core (2 n for each rank the core runs) falls, in
  * time per byte interpolated log-linearly between the profile's points, between that of the calls that
  * measured the cache figures (n = TUNE_CACHE_BYTES) and that of the memory figures (n =
- * TUNE_MEMORY_LOCAL_BYTES on one rank per core). Without one: its working set on the busiest
+ * TUNE_MEMORY_BYTES on one rank per core). Without one: its working set on the busiest
  * host, 2 n per rank, against the last-level cache, blended log-linearly from a quarter of the cache to
  * four times it (caches are shared, with other ranks and other tenants). */
 double tune_memory_share(const tune_params_t *tp, const tune_comm_t *tc, double n);
@@ -166,18 +166,19 @@ void tune_machine(char *buf, size_t len, int *cores_p);
  * data is (another core wrote it). At 256 KiB copies here ran at 80-116 GB/s, at 1 to 8 MiB at 50-57. */
 #define TUNE_CACHE_BYTES (1u << 20)
 
-/* The memory regime's buffers: well past any last-level cache. */
-#define TUNE_MEMORY_LOCAL_BYTES (64u << 20)
+/* The memory regime's buffers, well past any last-level cache: local copies and sums of two such buffers,
+ * exchanges of such messages, the arena's AllGathers of this much in all. */
+#define TUNE_MEMORY_BYTES (64u << 20)
 
 /* Local measurements (no peer involved): beta_copy and gamma of one regime, each the best of `runs`
  * (cache: two TUNE_CACHE_BYTES buffers, in scratch when it is not NULL; memory: two of
- * TUNE_MEMORY_LOCAL_BYTES). */
+ * TUNE_MEMORY_BYTES). */
 /* A measurement buffer: page-aligned, as chorus-perf's are (the copy routines' speed can depend on how
  * source and destination sit within a page), its pages already touched. NULL if out of memory. */
 void *tune_alloc(size_t bytes);
 void tune_measure_local(tune_params_t *tp, tune_regime_t r, int runs, void *scratch);
 /* The copy profile (working sets of 256 KiB to 256 MiB, doubling), and from it the memory regime's copy
- * rate (its point at twice TUNE_MEMORY_LOCAL_BYTES) and the last-level cache as copies see it: the
+ * rate (its point at twice TUNE_MEMORY_BYTES) and the last-level cache as copies see it: the
  * largest working set from 2 MiB whose copy rate stays above half the one at 2 MiB.
  * About half a second, most of it the first touch of the largest buffers. */
 void tune_measure_profile(tune_params_t *tp);
