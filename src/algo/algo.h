@@ -107,6 +107,9 @@ typedef struct algo_caps {
     /* And they outran reads through the arena in the model's parameters (measured at init, or a tuning
      * file's): the kernel's one copy beats the arena's two (the same on every rank: rank 0's figures). */
     int single_copy_fast;
+    /* Or at least they beat a copy into the arena and a read out of it, which is what the direct AllToAll
+     * does with each byte (implied by single_copy_fast). */
+    int single_copy_saves;
     /* Ranks outnumber the cores of the busiest host (the same on every rank: rank 0's core count). A
      * rank that waits is then often not running when its data arrives, and algorithms whose steps each
      * depend on one neighbour (a ring) stall where all-pairs exchanges find work from any peer. */

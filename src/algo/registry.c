@@ -102,7 +102,10 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * KiB to 16 MiB) and from 2 MiB in place, where below that it was behind the ring by 1.1 to 1.6 (each
  * in-place call reads input the previous call's gather rewrote in the peer's cache). On 4 ranks single
  * copy won too from 512 KiB, but there the calibration, with ranks sharing the cores, does not find its
- * reads faster (docs/algorithms.md, "Single copy"). */
+ * reads faster (docs/algorithms.md, "Single copy"). It does find them faster than a copy and an arena
+ * read together, what the direct AllToAll spends per byte: 3 and 4 ranks take the single-copy AllToAll
+ * from 256 KiB out of place where that holds (0.5 to 0.8 of the direct and pairwise ones' time there,
+ * in every size from 256 KiB to 64 MiB in three bench/model-check runs on 4 ranks). */
 #define RULE(c, n, ...) {.coll = c, .name = n, __VA_ARGS__}
 static const struct algo_rule {
     coll_kind_t coll;
@@ -114,6 +117,7 @@ static const struct algo_rule {
     int pow2;           /* 1: only for a power-of-two rank count */
     int in_place;       /* 1: only in place (sendbuf == recvbuf); -1: only out of place */
     int single_copy_fast; /* 1: only where single-copy reads outran the arena (algo_caps_t) */
+    int single_copy_saves; /* 1: only where they beat a copy and an arena read together (algo_caps_t) */
 } algo_rules[] = {
     RULE(COLL_ALLREDUCE, "cma", .max_ranks = 2, .min_bytes = 256 << 10, .in_place = -1, .single_copy_fast = 1),
     RULE(COLL_ALLREDUCE, "cma", .max_ranks = 2, .min_bytes = 2 << 20, .single_copy_fast = 1),
@@ -152,6 +156,8 @@ static const struct algo_rule {
     RULE(COLL_REDUCE, "binomial", .max_bytes = 64 << 10),
     RULE(COLL_REDUCE, "chain"),
     RULE(COLL_ALLTOALL, "cma", .max_ranks = 2, .min_bytes = 16 << 10, .single_copy_fast = 1),
+    RULE(COLL_ALLTOALL, "cma", .min_ranks = 3, .max_ranks = 4, .min_bytes = 256 << 10, .in_place = -1,
+         .single_copy_saves = 1),
     RULE(COLL_ALLTOALL, "direct", .in_place = 1),
     RULE(COLL_ALLTOALL, "direct", .max_bytes = 1 << 20),
     RULE(COLL_ALLTOALL, "cma", .min_ranks = 8, .min_bytes = 4 << 20),
@@ -168,7 +174,7 @@ static int rule_fits(const struct algo_rule *r, coll_kind_t coll, size_t bytes, 
     size_t total, nranks = (size_t)caps->nranks;
     return r->coll == coll && caps->nranks >= r->min_ranks && (!r->max_ranks || caps->nranks <= r->max_ranks) &&
            bytes >= r->min_bytes && (!r->in_place || (r->in_place > 0) == !!in_place) &&
-           (!r->single_copy_fast || caps->single_copy_fast) &&
+           (!r->single_copy_fast || caps->single_copy_fast) && (!r->single_copy_saves || caps->single_copy_saves) &&
            (!r->oversubscribed || caps->oversubscribed) &&
            (!r->pow2 || (caps->nranks & (caps->nranks - 1)) == 0) &&
            (!r->max_bytes || bytes <= r->max_bytes) &&

@@ -66,9 +66,10 @@ chorus_result_t comm_tune_init(chorus_comm_t comm, int ranks_per_host, int partn
              tp->beta_copy[1] / 1e9, tp->gamma[0] * 1e9, tp->gamma[1] * 1e9, tp->cache_bytes / 1048576,
              tp->nprofile >= 2 ? " (memory share from the tuning file's profile)" : "",
              ranks_per_host, ts->comm.cores,
-             !ts->comm.caps.single_copy       ? "off"
-             : ts->comm.caps.single_copy_fast ? "faster than the arena"
-                                              : "slower than the arena",
+             !ts->comm.caps.single_copy        ? "off"
+             : ts->comm.caps.single_copy_fast  ? "faster than the arena"
+             : ts->comm.caps.single_copy_saves ? "slower than the arena, faster than a copy and an arena read"
+                                               : "slower than the arena",
              ts->file.nrules,
              ts->mode == TUNE_MODE_RULES ? "forced > file rules > built-in rules > model" : "forced > file rules > model");
     return CHORUS_SUCCESS;

@@ -89,8 +89,9 @@ void tune_comm_set_cores(tune_comm_t *tc, int cores)
 
 void tune_comm_set_single_copy(tune_comm_t *tc, const tune_params_t *tp)
 {
-    tc->caps.single_copy_fast =
-        tc->caps.single_copy && tp->beta_cma[TUNE_CACHE] > tp->beta[TUNE_LINK_ARENA][TUNE_CACHE];
+    double cma = tp->beta_cma[TUNE_CACHE], arena = tp->beta[TUNE_LINK_ARENA][TUNE_CACHE];
+    tc->caps.single_copy_fast = tc->caps.single_copy && cma > arena;
+    tc->caps.single_copy_saves = tc->caps.single_copy && 1 / cma < 1 / tp->beta_copy[TUNE_CACHE] + 1 / arena;
 }
 
 double tune_share(const tune_comm_t *tc)

@@ -61,7 +61,7 @@ const char *tune_link_name(tune_link_t link);
 void tune_comm_set_cores(tune_comm_t *tc, int cores);
 /* Sets the single_copy_fast capability the rules read: single-copy reads (caps.single_copy) whose rate in
  * cache beats the arena's in tp (measured at init, or a tuning file's; the built-in reference machine's
- * do not). */
+ * do not); and single_copy_saves: whose time per byte beats a copy's and the arena's together. */
 void tune_comm_set_single_copy(tune_comm_t *tc, const tune_params_t *tp);
 /* s: the factor ranks that outnumber their host's cores pay (1 when they do not; tune_comm_set_cores). */
 double tune_share(const tune_comm_t *tc);

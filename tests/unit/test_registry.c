@@ -7,8 +7,9 @@
 #include "tune/tune.h"
 #include "test.h"
 
-/* Whether the parameters pick_args selects with have single-copy reads outrun the arena (the built-in
- * ones do not). */
+/* What single-copy reads do in the parameters pick_args selects with: 0 as built in (slower than the arena,
+ * and than a copy and an arena read together), 1 outrun the arena, 2 slower than the arena but faster than
+ * a copy and an arena read. */
 static int single_copy_fast;
 
 /* Selection as a communicator makes it with CHORUS_TUNING=rules and no tuning file, with as many cores
@@ -27,7 +28,9 @@ static const char *pick_args(const algo_config_t *cfg, coll_kind_t coll, size_t 
                             .caps = {.nranks = nranks, .direct = direct, .single_copy = direct},
                             .chunk = 256 << 10, .slot = 256 << 10};
     tune_comm_set_cores(&ts.comm, cores);
-    if (single_copy_fast) ts.file.params.beta_cma[TUNE_CACHE] = 1.5 * ts.file.params.beta[TUNE_LINK_ARENA][TUNE_CACHE];
+    if (single_copy_fast)
+        ts.file.params.beta_cma[TUNE_CACHE] =
+            (single_copy_fast == 1 ? 1.5 : 0.9) * ts.file.params.beta[TUNE_LINK_ARENA][TUNE_CACHE];
     tune_comm_set_single_copy(&ts.comm, &ts.file.params);
     const algo_desc_t *d = tune_select(&ts, &a, cfg);
     return d ? d->name : "(none)";
@@ -275,7 +278,8 @@ static void check_restrictions(void)
 }
 
 /* Where single-copy reads outrun the arena, 2 ranks of one host take the single-copy algorithms from
- * 16 KiB (AllReduce from 256 KiB out of place, 2 MiB in place); elsewhere the rules stay as they were. */
+ * 16 KiB (AllReduce from 256 KiB out of place, 2 MiB in place); elsewhere the rules stay as they were.
+ * Where they only beat a copy and an arena read together, 3 and 4 ranks take the single-copy AllToAll. */
 static void check_single_copy_fast(void)
 {
     algo_config_t cfg;
@@ -309,6 +313,31 @@ static void check_single_copy_fast(void)
                                         cases[k].nranks, cases[k].in_place);
             TEST_ASSERT(strcmp(got, want) == 0, "%s, single copy %s: %s, not %s", cases[k].what,
                         fast ? "fast" : "slow", got, want);
+        }
+    }
+    /* 3 and 4 ranks: the single-copy AllToAll from 256 KiB out of place wherever it saves the direct one's
+     * copy, fast or not (the rank counts, sizes and places around it keep their rules). */
+    static const struct {
+        size_t count;
+        int nranks, in_place;
+        const char *saves, *slow, *what;
+    } alltoall[] = {
+        {64 << 10, 4, 0, "cma", "direct", "alltoall 256 KiB, 4 ranks"},
+        {1 << 20, 4, 0, "cma", "pairwise", "alltoall 4 MiB, 4 ranks"},
+        {128 << 10, 3, 0, "cma", "direct", "alltoall 384 KiB, 3 ranks"},
+        {16 << 10, 4, 0, "direct", "direct", "alltoall 64 KiB, 4 ranks"},
+        {1 << 20, 4, 1, "direct", "direct", "alltoall 4 MiB in place, 4 ranks"},
+        {1 << 20, 8, 0, "cma", "cma", "alltoall 8 MiB, 8 ranks"},
+        {64 << 10, 8, 0, "direct", "direct", "alltoall 512 KiB, 8 ranks"},
+    };
+    for (int mode = 0; mode < 3; mode++) {
+        single_copy_fast = mode;
+        for (size_t k = 0; k < sizeof(alltoall) / sizeof(alltoall[0]); k++) {
+            const char *want = mode ? alltoall[k].saves : alltoall[k].slow;
+            const char *got = pick_args(&cfg, COLL_ALLTOALL, alltoall[k].count, alltoall[k].nranks, 1,
+                                        alltoall[k].nranks, alltoall[k].in_place);
+            TEST_ASSERT(strcmp(got, want) == 0, "%s, single copy mode %d: %s, not %s", alltoall[k].what, mode, got,
+                        want);
         }
     }
     single_copy_fast = 0;
