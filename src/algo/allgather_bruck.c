@@ -36,5 +36,6 @@ algo_cost_t allgather_bruck_cost(const algo_shape_t *s)
 {
     int p = s->p;
     double n = s->n;
-    return (algo_cost_t){ALGO_LINK_NET, algo_log2_ceil(p), (p - 1.0) / p * n, n, 0, 0};
+    return (algo_cost_t){.link = ALGO_LINK_NET, .steps = algo_log2_ceil(p), .bytes = (p - 1.0) / p * n,
+                         .copied = n};
 }

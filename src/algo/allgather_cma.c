@@ -35,5 +35,5 @@ algo_cost_t allgather_cma_cost(const algo_shape_t *s)
 {
     int p = s->p;
     double n = s->n;
-    return (algo_cost_t){ALGO_LINK_CMA, 2, (p - 1.0) / p * n, n / p, 0, 0};
+    return (algo_cost_t){.link = ALGO_LINK_CMA, .steps = 2, .bytes = (p - 1.0) / p * n, .copied = n / p};
 }

@@ -39,5 +39,6 @@ algo_cost_t allgather_direct_cost(const algo_shape_t *s)
 {
     int p = s->p;
     double n = s->n;
-    return (algo_cost_t){ALGO_LINK_ARENA, algo_pieces(n, p * s->slot), (p - 1.0) / p * n, 2 * n / p, 0, 0};
+    return (algo_cost_t){.link = ALGO_LINK_ARENA, .steps = algo_pieces(n, p * s->slot), .bytes = (p - 1.0) / p * n,
+                         .copied = 2 * n / p};
 }

@@ -35,5 +35,5 @@ algo_cost_t allgather_mesh_cost(const algo_shape_t *s)
     int p = s->p;
     double n = s->n;
     /* A rank's link serialises its p - 1 messages. */
-    return (algo_cost_t){ALGO_LINK_NET, p - 1.0, (p - 1.0) / p * n, n / p, 0, 0};
+    return (algo_cost_t){.link = ALGO_LINK_NET, .steps = p - 1.0, .bytes = (p - 1.0) / p * n, .copied = n / p};
 }

@@ -36,6 +36,6 @@ algo_cost_t allgather_rd_cost(const algo_shape_t *s)
     int p = s->p;
     double n = s->n;
     int pv = algo_pow2_floor(p), odd = pv != p;
-    return (algo_cost_t){ALGO_LINK_NET, algo_log2_ceil(pv) + 2 * odd, (pv - 1.0) / pv * n + odd * (n + n / p), n / p,
-                         0, 0};
+    return (algo_cost_t){.link = ALGO_LINK_NET, .steps = algo_log2_ceil(pv) + 2 * odd,
+                         .bytes = (pv - 1.0) / pv * n + odd * (n + n / p), .copied = n / p};
 }

@@ -93,5 +93,6 @@ algo_cost_t allreduce_cma_cost(const algo_shape_t *s)
 {
     int p = s->p;
     double n = s->n;
-    return (algo_cost_t){ALGO_LINK_CMA, 3, 2.0 * (p - 1) / p * n, 0, (p - 1.0) / p * n, 0};
+    return (algo_cost_t){.link = ALGO_LINK_CMA, .steps = 3, .bytes = 2.0 * (p - 1) / p * n,
+                         .reduced = (p - 1.0) / p * n};
 }

@@ -37,5 +37,5 @@ algo_cost_t allreduce_dbt_cost(const algo_shape_t *s)
     /* The seed's analysis (two trees, each level moving n/2 per tree, in sequence), which does not credit
      * the pipelining: for large n the busiest rank's 2n bounds the real time. */
     double h = algo_log2_ceil(p);
-    return (algo_cost_t){ALGO_LINK_NET, 2 * h, h * n, 0, n, 0};
+    return (algo_cost_t){.link = ALGO_LINK_NET, .steps = 2 * h, .bytes = h * n, .reduced = n};
 }

@@ -54,6 +54,6 @@ algo_cost_t allreduce_rd_cost(const algo_shape_t *s)
     int pv = algo_pow2_floor(p), odd = pv != p;
     double lg = algo_log2_ceil(pv);
     int reductions = (int)lg + odd;
-    return (algo_cost_t){ALGO_LINK_NET, lg + 2 * odd, lg * n + 2.0 * odd * n, reductions % 2 ? n : 0,
-                         lg * n + odd * n, 0};
+    return (algo_cost_t){.link = ALGO_LINK_NET, .steps = lg + 2 * odd, .bytes = lg * n + 2.0 * odd * n,
+                         .copied = reductions % 2 ? n : 0, .reduced = lg * n + odd * n};
 }

@@ -46,6 +46,7 @@ algo_cost_t allreduce_rhd_cost(const algo_shape_t *s)
     double n = s->n;
     int pv = algo_pow2_floor(p), odd = pv != p;
     double lg = algo_log2_ceil(pv);
-    return (algo_cost_t){ALGO_LINK_NET, 2 * lg + 2 * odd, 2.0 * (pv - 1) / pv * n + 2.0 * odd * n, 0,
-                         (pv - 1.0) / pv * n + odd * n, 0};
+    return (algo_cost_t){.link = ALGO_LINK_NET, .steps = 2 * lg + 2 * odd,
+                         .bytes = 2.0 * (pv - 1) / pv * n + 2.0 * odd * n,
+                         .reduced = (pv - 1.0) / pv * n + odd * n};
 }

@@ -30,5 +30,6 @@ algo_cost_t allreduce_ring_cost(const algo_shape_t *s)
 {
     int p = s->p;
     double n = s->n;
-    return (algo_cost_t){ALGO_LINK_NET, 2.0 * (p - 1), 2.0 * (p - 1) / p * n, 0, (p - 1.0) / p * n, 0};
+    return (algo_cost_t){.link = ALGO_LINK_NET, .steps = 2.0 * (p - 1), .bytes = 2.0 * (p - 1) / p * n,
+                         .reduced = (p - 1.0) / p * n};
 }

@@ -29,5 +29,6 @@ algo_cost_t allreduce_star_cost(const algo_shape_t *s)
     int p = s->p;
     double n = s->n;
     /* Rank 0 receives, then sends: one way at a time. */
-    return (algo_cost_t){ALGO_LINK_NET, 2.0 * (p - 1), 0, 0, (p - 1.0) * n, 2.0 * (p - 1) * n};
+    return (algo_cost_t){.link = ALGO_LINK_NET, .steps = 2.0 * (p - 1), .reduced = (p - 1.0) * n,
+                         .oneway = 2.0 * (p - 1) * n};
 }

@@ -30,5 +30,6 @@ algo_cost_t allreduce_tree_cost(const algo_shape_t *s)
     /* The busiest rank's links, each way: a parent and two children from 4 ranks on, 2 with 3 ranks (rank 2
      * has one child), 1 with 2 (the root and its one child); the two children only from 4 ranks on. */
     double h = algo_log2_ceil(p), k = algo_pieces(n, s->chunk), links = p >= 4 ? 3 : p - 1, kids = p >= 4 ? 2 : 1;
-    return (algo_cost_t){ALGO_LINK_NET, 2 * h + k - 1, (2 * h + k - 1) * links * n / k, 0, kids * n, 0};
+    return (algo_cost_t){.link = ALGO_LINK_NET, .steps = 2 * h + k - 1, .bytes = (2 * h + k - 1) * links * n / k,
+                         .reduced = kids * n};
 }

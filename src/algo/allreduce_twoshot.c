@@ -5,8 +5,8 @@
  * combined slices into its output.
  *
  * Steps: 2 synchronisations per slot-sized chunk. Bytes per rank: n copied in, n read while combining,
- * n/p written, n copied out; nothing crosses a connection. Restrictions: direct access (every rank on
- * one host, sharing the host arena).
+ * n/p written (slot to slot: in cache however large n is), n copied out; nothing crosses a connection.
+ * Restrictions: direct access (every rank on one host, sharing the host arena).
  */
 #include "algo/direct.h"
 
@@ -17,8 +17,9 @@ algo_cost_t allreduce_twoshot_cost(const algo_shape_t *s)
 {
     int p = s->p;
     double n = s->n;
-    /* n in; the other slots' parts of this rank's 1/p read and combined; n/p written back; the other
-     * ranks' results read. */
-    return (algo_cost_t){ALGO_LINK_ARENA, 2 * algo_pieces(n, s->slot), 2.0 * (p - 1) / p * n, n + n / p,
-                         (p - 1.0) / p * n, 0};
+    /* n in; the other slots' parts of this rank's 1/p read and combined into its next slot (slot to slot);
+     * the other ranks' results read, and its own copied, out to the output. */
+    return (algo_cost_t){.link = ALGO_LINK_ARENA, .steps = 2 * algo_pieces(n, s->slot),
+                         .bytes = 2.0 * (p - 1) / p * n, .copied = n + n / p, .reduced = (p - 1.0) / p * n,
+                         .slot_bytes = (p - 1.0) / p * n, .slot_reduced = (p - 1.0) / p * n};
 }

@@ -54,5 +54,5 @@ algo_cost_t alltoall_bruck_cost(const algo_shape_t *s)
     int p = s->p;
     double n = s->n;
     double lg = algo_log2_ceil(p);
-    return (algo_cost_t){ALGO_LINK_NET, lg, n / 2 * lg, 2 * n + n / 2 * lg, 0, 0};
+    return (algo_cost_t){.link = ALGO_LINK_NET, .steps = lg, .bytes = n / 2 * lg, .copied = 2 * n + n / 2 * lg};
 }

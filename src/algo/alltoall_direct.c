@@ -38,5 +38,6 @@ algo_cost_t alltoall_direct_cost(const algo_shape_t *s)
 {
     int p = s->p;
     double n = s->n;
-    return (algo_cost_t){ALGO_LINK_ARENA, algo_pieces(n, s->slot), (p - 1.0) / p * n, n, 0, 0};
+    return (algo_cost_t){.link = ALGO_LINK_ARENA, .steps = algo_pieces(n, s->slot), .bytes = (p - 1.0) / p * n,
+                         .copied = n};
 }

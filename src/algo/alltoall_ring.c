@@ -42,5 +42,6 @@ algo_cost_t alltoall_ring_cost(const algo_shape_t *s)
 {
     int p = s->p;
     double n = s->n;
-    return (algo_cost_t){ALGO_LINK_NET, p - 1.0, (p - 1.0) / 2 * n, (2.0 * p - 1) / p * n, 0, 0};
+    return (algo_cost_t){.link = ALGO_LINK_NET, .steps = p - 1.0, .bytes = (p - 1.0) / 2 * n,
+                         .copied = (2.0 * p - 1) / p * n};
 }

@@ -18,5 +18,5 @@ chorus_result_t barrier_direct(prims_t *p, const coll_args_t *a)
 algo_cost_t barrier_direct_cost(const algo_shape_t *s)
 {
     (void)s;
-    return (algo_cost_t){ALGO_LINK_ARENA, 1, 0, 0, 0, 0};
+    return (algo_cost_t){.link = ALGO_LINK_ARENA, .steps = 1};
 }

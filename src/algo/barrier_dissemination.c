@@ -23,5 +23,5 @@ chorus_result_t barrier_dissemination(prims_t *p, const coll_args_t *a)
 /* The terms of the comment above, for the cost model (algo.h). */
 algo_cost_t barrier_dissemination_cost(const algo_shape_t *s)
 {
-    return (algo_cost_t){ALGO_LINK_NET, algo_log2_ceil(s->p), 0, 0, 0, 0};
+    return (algo_cost_t){.link = ALGO_LINK_NET, .steps = algo_log2_ceil(s->p)};
 }

@@ -32,5 +32,6 @@ algo_cost_t broadcast_binomial_cost(const algo_shape_t *s)
     /* The root sends n to each of its ceil(log2 p) children in turn, one message per chunk, and receives
      * nothing: one way. */
     double lg = algo_log2_ceil(p);
-    return (algo_cost_t){ALGO_LINK_NET, lg * algo_pieces(n, s->chunk), 0, n, 0, lg * n};
+    return (algo_cost_t){.link = ALGO_LINK_NET, .steps = lg * algo_pieces(n, s->chunk), .copied = n,
+                         .oneway = lg * n};
 }

@@ -29,5 +29,6 @@ algo_cost_t broadcast_chain_cost(const algo_shape_t *s)
     double k = algo_pieces(n, s->chunk);
     /* Middle ranks receive and send at once (an exchange's load); with 2 ranks there are none. */
     double hops = (p - 1 + k - 1) * n / k;
-    return (algo_cost_t){ALGO_LINK_NET, p - 1 + k - 1, p > 2 ? hops : 0, n, 0, p > 2 ? 0 : hops};
+    return (algo_cost_t){.link = ALGO_LINK_NET, .steps = p - 1 + k - 1, .bytes = p > 2 ? hops : 0, .copied = n,
+                         .oneway = p > 2 ? 0 : hops};
 }

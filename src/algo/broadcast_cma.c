@@ -33,5 +33,5 @@ chorus_result_t broadcast_cma(prims_t *p, const coll_args_t *a)
 algo_cost_t broadcast_cma_cost(const algo_shape_t *s)
 {
     double n = s->n;
-    return (algo_cost_t){ALGO_LINK_CMA, 2, n, 0, 0, 0};
+    return (algo_cost_t){.link = ALGO_LINK_CMA, .steps = 2, .bytes = n};
 }

@@ -44,6 +44,8 @@ algo_cost_t broadcast_direct_cost(const algo_shape_t *s)
      * outnumber the cores, the cores do the whole host's work, whoever's path it is on: the root's 2 n
      * copied and the others' (p - 1) n read, as an average per rank (s multiplies it back). */
     int p = s->p;
-    if (s->shared) return (algo_cost_t){ALGO_LINK_ARENA, algo_pieces(n, s->slot), (p - 1.0) / p * n, 2 * n / p, 0, 0};
-    return (algo_cost_t){ALGO_LINK_ARENA, algo_pieces(n, s->slot), n, CHORUS_MIN(n, s->slot), 0, 0};
+    if (s->shared) return (algo_cost_t){.link = ALGO_LINK_ARENA, .steps = algo_pieces(n, s->slot),
+                                        .bytes = (p - 1.0) / p * n, .copied = 2 * n / p};
+    return (algo_cost_t){.link = ALGO_LINK_ARENA, .steps = algo_pieces(n, s->slot), .bytes = n,
+                         .copied = CHORUS_MIN(n, s->slot)};
 }

@@ -48,5 +48,6 @@ algo_cost_t broadcast_scatter_allgather_cost(const algo_shape_t *s)
     int p = s->p;
     double n = s->n;
     /* The scatter's root only sends; the allgather's ring steps are exchanges. */
-    return (algo_cost_t){ALGO_LINK_NET, algo_log2_ceil(p) + p - 1, (p - 1.0) / p * n, n, 0, (p - 1.0) / p * n};
+    return (algo_cost_t){.link = ALGO_LINK_NET, .steps = algo_log2_ceil(p) + p - 1, .bytes = (p - 1.0) / p * n,
+                         .copied = n, .oneway = (p - 1.0) / p * n};
 }

@@ -35,5 +35,6 @@ algo_cost_t reduce_binomial_cost(const algo_shape_t *s)
     /* The root receives and combines n from each of its ceil(log2 p) children in turn, and sends nothing:
      * one way. */
     double lg = algo_log2_ceil(p);
-    return (algo_cost_t){ALGO_LINK_NET, lg * algo_pieces(n, s->chunk), 0, 0, lg * n, lg * n};
+    return (algo_cost_t){.link = ALGO_LINK_NET, .steps = lg * algo_pieces(n, s->chunk), .reduced = lg * n,
+                         .oneway = lg * n};
 }

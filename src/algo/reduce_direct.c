@@ -4,9 +4,9 @@
  * slot and combines its 1/p slice from all p slots into its next slot; phase 2: the root copies the slices
  * into its output.
  *
- * Steps: 2 synchronisations per chunk. Bytes per rank: n copied in, n read while combining, n/p written;
- * the root copies n out. Nothing crosses a connection. Restrictions: direct access (every rank on one
- * host, sharing the host arena).
+ * Steps: 2 synchronisations per chunk. Bytes per rank: n copied in, n read while combining, n/p written
+ * (slot to slot: in cache however large n is); the root copies n out. Nothing crosses a connection.
+ * Restrictions: direct access (every rank on one host, sharing the host arena).
  */
 #include "algo/direct.h"
 
@@ -17,6 +17,7 @@ algo_cost_t reduce_direct_cost(const algo_shape_t *s)
 {
     int p = s->p;
     double n = s->n;
-    return (algo_cost_t){ALGO_LINK_ARENA, 2 * algo_pieces(n, s->slot), 2.0 * (p - 1) / p * n, 2 * n + n / p,
-                         (p - 1.0) / p * n, 0};
+    return (algo_cost_t){.link = ALGO_LINK_ARENA, .steps = 2 * algo_pieces(n, s->slot),
+                         .bytes = 2.0 * (p - 1) / p * n, .copied = 2 * n + n / p, .reduced = (p - 1.0) / p * n,
+                         .slot_bytes = (p - 1.0) / p * n, .slot_reduced = (p - 1.0) / p * n};
 }

@@ -16,5 +16,6 @@ algo_cost_t reduce_oneshot_cost(const algo_shape_t *s)
 {
     int p = s->p;
     double n = s->n;
-    return (algo_cost_t){ALGO_LINK_ARENA, algo_pieces(n, s->slot), (p - 1.0) * n, n, (p - 1.0) * n, 0};
+    return (algo_cost_t){.link = ALGO_LINK_ARENA, .steps = algo_pieces(n, s->slot), .bytes = (p - 1.0) * n,
+                         .copied = n, .reduced = (p - 1.0) * n};
 }

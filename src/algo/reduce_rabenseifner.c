@@ -46,6 +46,6 @@ algo_cost_t reduce_rabenseifner_cost(const algo_shape_t *s)
     int p = s->p;
     double n = s->n;
     int pv = algo_pow2_floor(p), odd = pv != p;
-    return (algo_cost_t){ALGO_LINK_NET, 2 * algo_log2_ceil(pv) + odd, 2.0 * (pv - 1) / pv * n + odd * n, 0,
-                         (pv - 1.0) / pv * n + odd * n, 0};
+    return (algo_cost_t){.link = ALGO_LINK_NET, .steps = 2 * algo_log2_ceil(pv) + odd,
+                         .bytes = 2.0 * (pv - 1) / pv * n + odd * n, .reduced = (pv - 1.0) / pv * n + odd * n};
 }

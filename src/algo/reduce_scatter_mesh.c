@@ -34,5 +34,6 @@ algo_cost_t reduce_scatter_mesh_cost(const algo_shape_t *s)
     int p = s->p;
     double n = s->n;
     /* A rank's link serialises its p - 1 messages. */
-    return (algo_cost_t){ALGO_LINK_NET, p - 1.0, (p - 1.0) / p * n, 0, (p - 1.0) / p * n, 0};
+    return (algo_cost_t){.link = ALGO_LINK_NET, .steps = p - 1.0, .bytes = (p - 1.0) / p * n,
+                         .reduced = (p - 1.0) / p * n};
 }

@@ -74,9 +74,12 @@ double tune_predict(const tune_params_t *tp, const tune_comm_t *tc, const algo_d
     algo_cost_t c = d->cost(&shape);
     tune_link_t link = c.link == ALGO_LINK_NET ? tc->net : TUNE_LINK_ARENA;
     double f = tune_memory_share(tp, tc, n);
+    /* What moves between the arena's slots only stays in cache: the cache rates whatever f is. */
     double t = c.steps * tp->alpha[link] + c.copied * tune_per_byte(tp->beta_copy, f) +
-               c.reduced * ((1 - f) * tp->gamma[TUNE_CACHE] + f * tp->gamma[TUNE_MEMORY]);
-    if (c.bytes > 0) t += c.bytes * tune_per_byte(c.link == ALGO_LINK_CMA ? tp->beta_cma : tp->beta[link], f);
+               (c.reduced - c.slot_reduced) * ((1 - f) * tp->gamma[TUNE_CACHE] + f * tp->gamma[TUNE_MEMORY]) +
+               c.slot_reduced * tp->gamma[TUNE_CACHE];
+    const double *rate = c.link == ALGO_LINK_CMA ? tp->beta_cma : tp->beta[link];
+    if (c.bytes > 0) t += (c.bytes - c.slot_bytes) * tune_per_byte(rate, f) + c.slot_bytes / rate[TUNE_CACHE];
     if (c.oneway > 0) t += c.oneway * tune_per_byte(tp->beta_oneway[link], f);
     return tune_share(tc) * t;
 }

@@ -54,10 +54,15 @@ bad $'chorus-tuning 1\nrule allreduce ring bytes<=lots' "bytes<=lots"
 # A connection's one-way rate prices what a rank only sends: the 2-rank chain broadcast (the head only
 # sends, the tail only receives) takes half the time at twice the rate; the ring allgather (exchanges)
 # does not move.
-at64m() { # collective, algorithm column, file
-    "$model" "$1" -p 2 -b 64M -e 64M --tuning-file "$3" | awk -v a="$2" '
+predicted() { # algorithm, then chorus-model's arguments: the algorithm's prediction in us (one size)
+    local algo=$1
+    shift
+    "$model" "$@" | awk -v a="$algo" '
         /^# +bytes/ { for (i = 3; i <= NF; i++) if ($i == a) col = i - 1; next }
         !/^#/ && col { v = $col; print (v ~ /ms$/ ? v * 1000 : v ~ /us$/ ? v + 0 : v * 1e6) }'
+}
+at64m() { # collective, algorithm, file
+    predicted "$2" "$1" -p 2 -b 64M -e 64M --tuning-file "$3"
 }
 printf '%s\n' "chorus-tuning 1" "alpha shm 0" "beta shm cache 10GB/s" "beta shm memory 10GB/s" \
     "oneway shm cache 10GB/s" "oneway shm memory 10GB/s" "beta copy cache 1e30" "beta copy memory 1e30" > "$tmp/one"
@@ -80,15 +85,25 @@ printf '%s\n' "chorus-tuning 1" "alpha shm 0" "beta shm cache 10GB/s" "beta shm 
     "beta copy cache 1e30" "beta copy memory 1e30" "gamma cache 0" "gamma memory 0" \
     "profile 2097152 10GB/s" "profile 67108864 10GB/s" "profile 134217728 5GB/s" > "$tmp/profile"
 at() { # size, file: the ring AllGather's predicted us
-    "$model" allgather -p 2 -b "$1" -e "$1" --tuning-file "$2" | awk '
-        /^# +bytes/ { for (i = 3; i <= NF; i++) if ($i == "ring") col = i - 1; next }
-        !/^#/ && col { v = $col; print (v ~ /ms$/ ? v * 1000 : v ~ /us$/ ? v + 0 : v * 1e6) }'
+    predicted ring allgather -p 2 -b "$1" -e "$1" --tuning-file "$2"
 }
 p16=$(at 16M "$tmp/profile") p32=$(at 32M "$tmp/profile") p64=$(at 64M "$tmp/profile")
 echo "  ring allgather with the profile: 16M ${p16:-?} us, 32M ${p32:-?}, 64M ${p64:-?}"
 check "the profile's flat part prices at the cache rate, its end at the memory rate" "$(awk -v a="$p16" -v b="$p32" \
     -v c="$p64" 'BEGIN { print (a > 0 && b / a > 1.99 && b / a < 2.01 && c / b > 3.99 && c / b < 4.01) ? 0 : 1 }')"
 bad $'chorus-tuning 1\nprofile 4M 1GB/s\nprofile 2M 1GB/s' "increasing bytes"
+
+# What moves between the arena's slots only is priced at the cache rate at any size: two-shot's combine
+# reads half of a 2-rank buffer from the peer's slot into its own, its gather the other half out to the
+# output, so at 64 MiB (all memory regime) it takes n/2 at 10 GB/s and n/2 at 5; one-shot, which combines
+# into the output, all n at 5.
+printf '%s\n' "chorus-tuning 1" "alpha arena 0" "beta arena cache 10GB/s" "beta arena memory 5GB/s" \
+    "beta copy cache 1e30" "beta copy memory 1e30" "gamma cache 0" "gamma memory 0" "cache 4096" > "$tmp/slots"
+two=$(predicted twoshot allreduce -p 2 -b 64M -e 64M --arena --tuning-file "$tmp/slots")
+one=$(predicted oneshot allreduce -p 2 -b 64M -e 64M --arena --tuning-file "$tmp/slots")
+echo "  64 MiB through the arena: twoshot ${two:-?} us, oneshot ${one:-?} us"
+check "two-shot's slot-to-slot half at the cache rate (10066 us), one-shot's all at memory's (13422)" \
+    "$(awk -v a="$two" -v b="$one" 'BEGIN { print (a > 10060 && a < 10072 && b > 13416 && b < 13428) ? 0 : 1 }')"
 
 err=$("$model" allreduce -p 4 --tuning-file "$tmp/missing" 2>&1 >/dev/null)
 check "a missing file is named" "$(echo "$err" | grep -q "$tmp/missing" && echo 0 || echo 1)"
