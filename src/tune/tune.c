@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,33 @@ void tune_params_builtin(tune_params_t *tp)
         .cache_bytes = 32 << 20,
     };
     snprintf(tp->source, sizeof(tp->source), "built in (the reference machine)");
+}
+
+static int tune_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+void tune_params_median(tune_params_t *tp, const tune_params_t *runs, int k)
+{
+    static const struct {
+        size_t offset, count;
+    } figures[] = {
+#define TUNE_FIGURE(f) {offsetof(tune_params_t, f), sizeof(((tune_params_t *)0)->f) / sizeof(double)}
+        TUNE_FIGURE(alpha), TUNE_FIGURE(beta),  TUNE_FIGURE(beta_oneway),  TUNE_FIGURE(beta_cma),
+        TUNE_FIGURE(beta_copy), TUNE_FIGURE(gamma), TUNE_FIGURE(cache_bytes), TUNE_FIGURE(profile_rate),
+#undef TUNE_FIGURE
+    };
+    k = CHORUS_MIN(k, TUNE_MEDIAN_MAX);
+    *tp = runs[0];
+    for (size_t f = 0; f < CHORUS_ARRAY_SIZE(figures); f++)
+        for (size_t j = 0; j < figures[f].count; j++) {
+            double v[TUNE_MEDIAN_MAX];
+            for (int i = 0; i < k; i++) v[i] = ((const double *)((const char *)&runs[i] + figures[f].offset))[j];
+            qsort(v, (size_t)k, sizeof(double), tune_cmp_double);
+            ((double *)((char *)tp + figures[f].offset))[j] = v[(k - 1) / 2];
+        }
 }
 
 /* The profile's time per byte at working set w: log-linear in w between its points, its end points' beyond

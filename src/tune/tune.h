@@ -76,6 +76,12 @@ double tune_share(const tune_comm_t *tc);
  * four times it (caches are shared, with other ranks and other tenants). */
 double tune_memory_share(const tune_params_t *tp, const tune_comm_t *tc, double n);
 
+/* tp = runs[0] with every measured figure the median of its k values (the lower middle for an even k),
+ * the profile's rates point by point: one disturbed pass of chorus-tune's measurement then counts for
+ * nothing. k at most TUNE_MEDIAN_MAX. */
+#define TUNE_MEDIAN_MAX 9
+void tune_params_median(tune_params_t *tp, const tune_params_t *runs, int k);
+
 /* The parameters measured on the reference machine (docs/tuning.md says how and when). */
 void tune_params_builtin(tune_params_t *tp);
 

@@ -343,6 +343,40 @@ static void check_errors(void)
     TEST_ASSERT(cfg.allowed == 0, "a failed parse writes nothing");
 }
 
+/* chorus-tune's passes: every figure the median of its values, so that one disturbed pass is outvoted. */
+static void check_params_median(void)
+{
+    tune_params_t runs[3], med;
+    for (int i = 0; i < 3; i++) {
+        tune_params_builtin(&runs[i]);
+        runs[i].nprofile = 2;
+        runs[i].profile_bytes[0] = 1 << 20;
+        runs[i].profile_bytes[1] = 64 << 20;
+        runs[i].profile_rate[0] = 10e9;
+        runs[i].profile_rate[1] = 5e9;
+    }
+    runs[1].beta[TUNE_LINK_ARENA][TUNE_CACHE] = 3.4e9; /* the disturbed pass */
+    runs[2].beta[TUNE_LINK_ARENA][TUNE_CACHE] = 23.4e9;
+    runs[0].beta[TUNE_LINK_ARENA][TUNE_CACHE] = 22.6e9;
+    runs[0].gamma[TUNE_MEMORY] = 9e-9;
+    runs[2].alpha[TUNE_LINK_SHM] = 1e-6;
+    runs[1].alpha[TUNE_LINK_SHM] = 2e-6;
+    runs[1].profile_rate[1] = 1e9;
+    runs[2].profile_rate[1] = 2e9;
+    runs[0].cache_bytes = 8 << 20;
+    runs[1].cache_bytes = 16 << 20;
+    runs[2].cache_bytes = 4 << 20;
+    tune_params_median(&med, runs, 3);
+    TEST_ASSERT(med.beta[TUNE_LINK_ARENA][TUNE_CACHE] == 22.6e9, "arena %g", med.beta[TUNE_LINK_ARENA][TUNE_CACHE]);
+    TEST_ASSERT(med.gamma[TUNE_MEMORY] == runs[1].gamma[TUNE_MEMORY], "gamma %g", med.gamma[TUNE_MEMORY]);
+    TEST_ASSERT(med.alpha[TUNE_LINK_SHM] == 1e-6, "alpha %g", med.alpha[TUNE_LINK_SHM]);
+    TEST_ASSERT(med.profile_rate[1] == 2e9 && med.profile_rate[0] == 10e9, "profile %g %g", med.profile_rate[0],
+                med.profile_rate[1]);
+    TEST_ASSERT(med.cache_bytes == 8 << 20, "cache %g", med.cache_bytes);
+    TEST_ASSERT(med.nprofile == 2 && med.profile_bytes[1] == 64 << 20, "the profile's sizes kept");
+    TEST_ASSERT(med.beta_copy[TUNE_CACHE] == runs[0].beta_copy[TUNE_CACHE], "figures alike in every pass kept");
+}
+
 int main(void)
 {
     test_set_timeout(30);
@@ -352,5 +386,6 @@ int main(void)
     check_single_copy_fast();
     check_tuning_precedence();
     check_errors();
+    check_params_median();
     return test_report();
 }
