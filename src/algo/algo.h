@@ -142,6 +142,9 @@ int algo_supported(const algo_desc_t *d, const algo_caps_t *caps);
 int algo_in_place(const coll_args_t *a, int nranks);
 /* The bytes a call's cost is counted in: the whole buffer (algo_shape_t). */
 size_t algo_call_bytes(const coll_args_t *a, int nranks);
+/* The bytes of one rank's input and output buffers for a call of n bytes (as algo_call_bytes counts them)
+ * out of place: what the call's data occupies in the caches, whichever algorithm runs it. */
+double algo_buffer_bytes(coll_kind_t coll, double n, int nranks);
 /* The built-in rules' choice (measured on one host, docs/algorithms.md): the first rule that fits the call
  * among the algorithms cfg allows and caps supports, or NULL. */
 const algo_desc_t *algo_rule_choice(coll_kind_t coll, size_t bytes, int in_place, const algo_caps_t *caps,

@@ -368,6 +368,18 @@ int algo_in_place(const coll_args_t *a, int nranks)
     return send == recv;
 }
 
+double algo_buffer_bytes(coll_kind_t coll, double n, int nranks)
+{
+    switch (coll) {
+    case COLL_ALLGATHER:
+    case COLL_REDUCE_SCATTER: return n + n / nranks; /* one block in and all out, or the other way */
+    case COLL_BROADCAST:
+    case COLL_REDUCE: return n + n / nranks;          /* the root's two buffers, the others' one: per rank */
+    case COLL_BARRIER: return 0;
+    default: return 2 * n;                            /* AllReduce, AllToAll, send and receive */
+    }
+}
+
 size_t algo_call_bytes(const coll_args_t *a, int nranks)
 {
     size_t bytes = a->count * dtype_size(a->dtype);

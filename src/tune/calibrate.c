@@ -179,7 +179,7 @@ static chorus_result_t tune_measure_arena(prims_t *p, tune_state_t *ts, const tu
 }
 
 /* The profile from direct AllGathers of 256 KiB to 128 MiB in all (doubling), on every rank together: a
- * collective's working set as the model counts it (2 n per rank the core runs, tune_memory_share) against
+ * collective's working set as the model counts it (its buffers, algo_buffer_bytes, per rank the core runs: tune_memory_share) against
  * its rate, n over the time. It replaces the local copy's profile: the caches and the memory are shared by
  * the cores, and a collective's ranks use them at once. On a Sapphire Rapids virtual machine (2 MiB of L2
  * per core) a copy by one core ran at 14.5 GB/s at working sets of 4 to 32 MiB, 40 % of its rate at 2 MiB,
@@ -194,7 +194,7 @@ static chorus_result_t tune_measure_arena_profile(prims_t *p, tune_state_t *ts, 
         size_t each = CHORUS_MAX(all / (size_t)n, (size_t)4096);
         double t;
         CHECK(tune_time_allgather(p, allgather_direct, each, all < (16u << 20) ? 5 : 2, scratch, &t));
-        tp->profile_bytes[k] = 2.0 * (double)each * n * s;
+        tp->profile_bytes[k] = algo_buffer_bytes(COLL_ALLGATHER, (double)each * n, n) * s;
         tp->profile_rate[k] = (double)each * n / t;
     }
     tp->nprofile = k;

@@ -75,16 +75,16 @@ static double tune_profile_time(const tune_params_t *tp, double w)
     return (1 - x) / tp->profile_rate[k - 1] + x / tp->profile_rate[k];
 }
 
-double tune_memory_share(const tune_params_t *tp, const tune_comm_t *tc, double n)
+double tune_memory_share(const tune_params_t *tp, const tune_comm_t *tc, double buffers)
 {
     if (tp->nprofile >= 2) {
         /* From the working set of the calls that measure the cache figures (TUNE_CACHE_BYTES in all, on
          * this communicator's cores) to that of the memory figures' copies. */
         double s = tune_share(tc), lo = tune_profile_time(tp, 2.0 * TUNE_CACHE_BYTES * s),
                hi = tune_profile_time(tp, 2.0 * TUNE_MEMORY_BYTES);
-        if (hi > lo) return CHORUS_MIN(CHORUS_MAX((tune_profile_time(tp, 2 * n * s) - lo) / (hi - lo), 0.0), 1.0);
+        if (hi > lo) return CHORUS_MIN(CHORUS_MAX((tune_profile_time(tp, buffers * s) - lo) / (hi - lo), 0.0), 1.0);
     }
-    double w = 2 * n * CHORUS_MAX(tc->ranks_per_host, 1), lo = tp->cache_bytes / 4, hi = tp->cache_bytes * 4;
+    double w = buffers * CHORUS_MAX(tc->ranks_per_host, 1), lo = tp->cache_bytes / 4, hi = tp->cache_bytes * 4;
     if (w <= lo) return 0;
     if (w >= hi) return 1;
     return log2(w / lo) / log2(hi / lo);
@@ -101,7 +101,7 @@ double tune_predict(const tune_params_t *tp, const tune_comm_t *tc, const algo_d
     algo_shape_t shape = {.p = tc->nranks, .n = n, .chunk = tc->chunk, .slot = tc->slot, .shared = tc->caps.oversubscribed};
     algo_cost_t c = d->cost(&shape);
     tune_link_t link = c.link == ALGO_LINK_NET ? tc->net : TUNE_LINK_ARENA;
-    double f = tune_memory_share(tp, tc, n);
+    double f = tune_memory_share(tp, tc, algo_buffer_bytes(d->coll, n, tc->nranks));
     /* What moves between the arena's slots only stays in cache: the cache rates whatever f is. */
     double t = c.steps * tp->alpha[link] + c.copied * tune_per_byte(tp->beta_copy, f) +
                (c.reduced - c.slot_reduced) * ((1 - f) * tp->gamma[TUNE_CACHE] + f * tp->gamma[TUNE_MEMORY]) +

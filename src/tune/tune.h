@@ -9,7 +9,7 @@
  * link: the pair connections (shared-memory rings inside a host, TCP between hosts) or the host arena
  * (whose single-copy reads have a rate of their own, beta_cma). r: the regime. Every per-byte cost is
  * measured twice, in cache and in memory, and blended by how far the call's working set on the busiest
- * host (its ranks' inputs and outputs, 2 n each) passes a quarter of the last-level cache: all cache
+ * host (its ranks' inputs and outputs, algo_buffer_bytes) passes a quarter of the last-level cache: all cache
  * below that, all memory from four times the cache up, log-linear between (caches are shared and the
  * data of other ranks' cores arrives through them, so the knee is gradual), or by a measured profile
  * where a tuning file has one (tune_memory_share). The bytes and reductions that move between the
@@ -67,14 +67,15 @@ void tune_comm_set_cores(tune_comm_t *tc, int cores);
 void tune_comm_set_single_copy(tune_comm_t *tc, const tune_params_t *tp);
 /* s: the factor ranks that outnumber their host's cores pay (1 when they do not; tune_comm_set_cores). */
 double tune_share(const tune_comm_t *tc);
-/* How much of a call moving n bytes runs at memory speed (0: all in cache, 1: all in memory).
- * With a profile: where the call's working set per core (2 n for each rank the core runs) falls, in
- * time per byte interpolated log-linearly between the profile's points, between that of the calls that
- * measured the cache figures (n = TUNE_CACHE_BYTES) and that of the memory figures (n =
- * TUNE_MEMORY_BYTES on one rank per core). Without one: its working set on the busiest
- * host, 2 n per rank, against the last-level cache, blended log-linearly from a quarter of the cache to
- * four times it (caches are shared, with other ranks and other tenants). */
-double tune_memory_share(const tune_params_t *tp, const tune_comm_t *tc, double n);
+/* How much of a call whose ranks' buffers take `buffers` bytes each (algo_buffer_bytes) runs at memory
+ * speed (0: all in cache, 1: all in memory). With a profile: where the call's working set per core
+ * (`buffers` for each rank the core runs) falls, in time per byte interpolated log-linearly between the
+ * profile's points, between that of the calls that measured the cache figures (two buffers of
+ * TUNE_CACHE_BYTES) and that of the memory figures (two of TUNE_MEMORY_BYTES on one rank per core).
+ * Without one: its working set on the busiest host against the last-level cache, blended
+ * log-linearly from a quarter of the cache to four times it (caches are shared, with other ranks and
+ * other tenants). */
+double tune_memory_share(const tune_params_t *tp, const tune_comm_t *tc, double buffers);
 
 /* tp = runs[0] with every measured figure the median of its k values (the lower middle for an even k),
  * the profile's rates point by point: one disturbed pass of chorus-tune's measurement then counts for

@@ -78,19 +78,25 @@ c0=$(at64m broadcast chain "$tmp/old")
 check "a file without oneway lines: one way at the exchange's rate (${c0:-?} us, ${c1:-?} with them)" \
     "$([ -n "$c0" ] && [ "$c0" = "$c1" ] && echo 0 || echo 1)"
 
-# A profile sets the memory share: flat from 2 to 64 MiB of working set (2 n per rank), a 2-rank ring
-# AllGather of 16 and of 32 MiB runs at the cache rate (twice the time for twice the bytes); at 128 MiB,
-# the profile's memory end, at the memory rate (half of it: four times 32 MiB's time).
+# A profile sets the memory share: flat from 2 to 64 MiB of working set (the ranks' buffers,
+# algo_buffer_bytes), a 2-rank ring AllReduce (2 n of buffers per rank) of 16 and of 32 MiB runs at the
+# cache rate (twice the time for twice the bytes); at 64 MiB, 128 MiB of buffers, the profile's memory
+# end, at the memory rate (half of it: four times 32 MiB's time). An AllGather's buffers are one block in
+# and all out (1.5 n on 2 ranks): at 64 MiB, 96 MiB of buffers, it is priced between the two.
 printf '%s\n' "chorus-tuning 1" "alpha shm 0" "beta shm cache 10GB/s" "beta shm memory 5GB/s" \
     "beta copy cache 1e30" "beta copy memory 1e30" "gamma cache 0" "gamma memory 0" \
     "profile 2097152 10GB/s" "profile 67108864 10GB/s" "profile 134217728 5GB/s" > "$tmp/profile"
-at() { # size, file: the ring AllGather's predicted us
-    predicted ring allgather -p 2 -b "$1" -e "$1" --tuning-file "$2"
+at() { # collective, size, file: the ring's predicted us
+    predicted ring "$1" -p 2 -b "$2" -e "$2" --tuning-file "$3"
 }
-p16=$(at 16M "$tmp/profile") p32=$(at 32M "$tmp/profile") p64=$(at 64M "$tmp/profile")
-echo "  ring allgather with the profile: 16M ${p16:-?} us, 32M ${p32:-?}, 64M ${p64:-?}"
+p16=$(at allreduce 16M "$tmp/profile") p32=$(at allreduce 32M "$tmp/profile") p64=$(at allreduce 64M "$tmp/profile")
+echo "  ring allreduce with the profile: 16M ${p16:-?} us, 32M ${p32:-?}, 64M ${p64:-?}"
 check "the profile's flat part prices at the cache rate, its end at the memory rate" "$(awk -v a="$p16" -v b="$p32" \
     -v c="$p64" 'BEGIN { print (a > 0 && b / a > 1.99 && b / a < 2.01 && c / b > 3.99 && c / b < 4.01) ? 0 : 1 }')"
+g32=$(at allgather 32M "$tmp/profile") g64=$(at allgather 64M "$tmp/profile")
+echo "  ring allgather with the profile: 32M ${g32:-?} us, 64M ${g64:-?}"
+check "an AllGather's buffers are 1.5 n on 2 ranks: 64 MiB priced between the two rates" "$(awk -v b="$g32" \
+    -v c="$g64" 'BEGIN { print (b > 0 && c / b > 2.1 && c / b < 3.9) ? 0 : 1 }')"
 bad $'chorus-tuning 1\nprofile 4M 1GB/s\nprofile 2M 1GB/s' "increasing bytes"
 
 # What moves between the arena's slots only is priced at the cache rate at any size: two-shot's combine
