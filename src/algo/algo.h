@@ -71,8 +71,9 @@ typedef struct algo_cost {
     double copied;  /* bytes copied in local memory (staging, packing, arena slots), in sequence */
     double reduced; /* bytes reduced, in sequence */
     double oneway;  /* further bytes the busiest rank only sends or only receives (connections only) */
-    /* Of bytes and reduced: the part that moves only between the arena's slots (a two-shot combine reads
-     * the peers' slots into its own), whose data stays in cache however large the call. */
+    /* Of bytes and reduced: the part that stays in cache however large the call: a combine's reads of the
+     * peers' slots, and its passes over a slot-sized chunk, of its own next slot (two-shot) or of the output,
+     * which goes to memory once (one-shot; measured: see docs/tuning.md). */
     double slot_bytes, slot_reduced;
 } algo_cost_t;
 

@@ -3,9 +3,9 @@
  * blocks into its arena slot (the slot holds p pieces), then combines piece `rank` of all p slots, in
  * rank order, into its output.
  *
- * Steps: 1 synchronisation per chunk (ceil(n / slot)). Bytes per rank: n copied in, n read while
- * combining, n/p written; nothing crosses a connection. Restrictions: direct access (every rank on one
- * host, sharing the host arena).
+ * Steps: 1 synchronisation per chunk (ceil(n / slot)). Bytes per rank: n copied in, n read while combining, n/p
+ * written (in cache, as one-shot AllReduce's); nothing crosses a connection. Restrictions: direct access (every
+ * rank on one host, sharing the host arena).
  */
 #include <string.h>
 
@@ -33,5 +33,6 @@ algo_cost_t reduce_scatter_direct_cost(const algo_shape_t *s)
     int p = s->p;
     double n = s->n;
     return (algo_cost_t){.link = ALGO_LINK_ARENA, .steps = algo_pieces(n, s->slot), .bytes = (p - 1.0) / p * n,
-                         .copied = n, .reduced = (p - 1.0) / p * n};
+                         .copied = n, .reduced = (p - 1.0) / p * n, .slot_bytes = (p - 1.0) / p * n,
+                         .slot_reduced = (p - 1.0) / p * n};
 }
