@@ -371,12 +371,12 @@ int algo_in_place(const coll_args_t *a, int nranks)
 double algo_buffer_bytes(coll_kind_t coll, double n, int nranks)
 {
     switch (coll) {
-    case COLL_ALLGATHER:
-    case COLL_REDUCE_SCATTER: return n + n / nranks; /* one block in and all out, or the other way */
-    case COLL_BROADCAST:
-    case COLL_REDUCE: return n + n / nranks;          /* the root's two buffers, the others' one: per rank */
+    case COLL_ALLGATHER:      /* one block in and all out */
+    case COLL_REDUCE_SCATTER: /* all in and one block out */
+    case COLL_BROADCAST:      /* the root's two buffers and the others' one, on average */
+    case COLL_REDUCE: return n + n / nranks;
     case COLL_BARRIER: return 0;
-    default: return 2 * n;                            /* AllReduce, AllToAll, send and receive */
+    default: return 2 * n; /* AllReduce, AllToAll */
     }
 }
 

@@ -179,12 +179,13 @@ static chorus_result_t tune_measure_arena(prims_t *p, tune_state_t *ts, const tu
 }
 
 /* The profile from direct AllGathers of 256 KiB to 128 MiB in all (doubling), on every rank together: a
- * collective's working set as the model counts it (its buffers, algo_buffer_bytes, per rank the core runs: tune_memory_share) against
- * its rate, n over the time. It replaces the local copy's profile: the caches and the memory are shared by
- * the cores, and a collective's ranks use them at once. On a Sapphire Rapids virtual machine (2 MiB of L2
- * per core) a copy by one core ran at 14.5 GB/s at working sets of 4 to 32 MiB, 40 % of its rate at 2 MiB,
- * where a 2-rank AllGather kept 79 % of its own; priced by the copy's profile every algorithm of 2 ranks
- * at 4 MiB took 0.6 to 0.85 of its prediction, by the AllGather's 0.85 to 1.1 (but for bruck, 1.5). */
+ * collective's working set as the model counts it (its buffers, algo_buffer_bytes, for each rank the core
+ * runs: tune_memory_share) against its rate, n over the time. It replaces the local copy's profile: the
+ * caches and the memory are shared by the cores, and a collective's ranks use them at once. On a Sapphire
+ * Rapids virtual machine (2 MiB of L2 per core) a copy by one core ran at 14.5 GB/s at working sets of 4 to
+ * 32 MiB, 40 % of its rate at 2 MiB, where a 2-rank AllGather kept 79 % of its own; priced by the copy's
+ * profile every algorithm of 2 ranks at 4 MiB took 0.6 to 0.85 of its prediction, by the AllGather's 0.85 to
+ * 1.1 (but for bruck, 1.5). */
 static chorus_result_t tune_measure_arena_profile(prims_t *p, tune_state_t *ts, char *scratch)
 {
     tune_params_t *tp = &ts->file.params;

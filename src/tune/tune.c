@@ -102,7 +102,7 @@ double tune_predict(const tune_params_t *tp, const tune_comm_t *tc, const algo_d
     algo_cost_t c = d->cost(&shape);
     tune_link_t link = c.link == ALGO_LINK_NET ? tc->net : TUNE_LINK_ARENA;
     double f = tune_memory_share(tp, tc, algo_buffer_bytes(d->coll, n, tc->nranks));
-    /* What moves between the arena's slots only stays in cache: the cache rates whatever f is. */
+    /* What stays in cache at any size (a combine over slot-sized chunks): the cache rates whatever f is. */
     double t = c.steps * tp->alpha[link] + c.copied * tune_per_byte(tp->beta_copy, f) +
                (c.reduced - c.slot_reduced) * ((1 - f) * tp->gamma[TUNE_CACHE] + f * tp->gamma[TUNE_MEMORY]) +
                c.slot_reduced * tp->gamma[TUNE_CACHE];

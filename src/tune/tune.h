@@ -12,9 +12,9 @@
  * host (its ranks' inputs and outputs, algo_buffer_bytes) passes a quarter of the last-level cache: all cache
  * below that, all memory from four times the cache up, log-linear between (caches are shared and the
  * data of other ranks' cores arrives through them, so the knee is gradual), or by a measured profile
- * where a tuning file has one (tune_memory_share). The bytes and reductions that move between the
- * arena's slots only (algo_cost_t.slot_bytes, slot_reduced) take the cache rates at any size: the
- * slots are reused chunk after chunk and never leave the cache.
+ * where a tuning file has one (tune_memory_share). The bytes and reductions that stay in cache at any
+ * size (algo_cost_t.slot_bytes, slot_reduced: a combine's reads of the arena's slots and its passes over
+ * a slot-sized chunk) take the cache rates: the slots are reused chunk after chunk.
  * s = max(1, ranks on the busiest host / its cores):
  * ranks that outnumber the cores share them, and every term here is work those cores do (copies,
  * reductions, the scheduling a wait costs).
