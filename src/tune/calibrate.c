@@ -154,8 +154,8 @@ static chorus_result_t tune_measure_arena(prims_t *p, tune_state_t *ts, const tu
     for (size_t w = 0; w < CHORUS_ARRAY_SIZE(ways) && (w == 0 || ts->comm.caps.single_copy); w++) {
         double *rate = w == 0 ? tp->beta[TUNE_LINK_ARENA] : tp->beta_cma;
         for (int r = 0; r < (e->memory_trips ? TUNE_REGIMES : 1); r++) {
-            /* In all: TUNE_CACHE_BYTES in cache, TUNE_MEMORY_BYTES in memory (a working set of twice
-             * that per rank, as the memory regime's copies have: tune_memory_share). */
+            /* In all: TUNE_CACHE_BYTES in cache, TUNE_MEMORY_BYTES in memory (buffers past any last-level
+             * cache, as the memory regime's copies have). */
             size_t all = r == TUNE_CACHE ? TUNE_CACHE_BYTES : TUNE_MEMORY_BYTES;
             size_t each = CHORUS_MAX(all / (size_t)n, (size_t)4096);
             double t;
