@@ -21,7 +21,7 @@ chorus_result_t allgather_cma(prims_t *p, const coll_args_t *a)
     CHECK(prims_direct_begin(p, (void **)&slot));
     slot[0] = (uint64_t)(uintptr_t)a->sendbuf;
     prims_direct_publish(p, sizeof(*slot));
-    if (out + (size_t)rank * bytes != a->sendbuf) copy_bytes(out + (size_t)rank * bytes, a->sendbuf, bytes);
+    if (out + (size_t)rank * bytes != a->sendbuf) copy_out(out + (size_t)rank * bytes, a->sendbuf, bytes);
     CHECK(prims_direct_wait_all(p, &slots));
     for (int i = 1; i < n; i++) {
         int q = (rank + i) % n;

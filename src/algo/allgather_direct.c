@@ -28,7 +28,7 @@ chorus_result_t allgather_direct(prims_t *p, const coll_args_t *a)
             if (q != rank)
                 copy_bytes(dst, slots[q], bytes);
             else if (dst != in + off * elem)
-                copy_bytes(dst, in + off * elem, bytes);
+                copy_out(dst, in + off * elem, bytes);
         }
     }
     return CHORUS_SUCCESS;

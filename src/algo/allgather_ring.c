@@ -14,7 +14,7 @@ chorus_result_t allgather_ring(prims_t *p, const coll_args_t *a)
     int rank = prims_rank(p), n = prims_nranks(p);
     size_t elem = dtype_size(a->dtype), block = a->count * elem;
     char *own = (char *)a->recvbuf + (size_t)rank * block;
-    if (a->sendbuf != own) copy_bytes(own, a->sendbuf, block);
+    if (a->sendbuf != own) copy_out(own, a->sendbuf, block);
     return ring_allgather(p, a->recvbuf, a->count * (size_t)n, elem, 0);
 }
 

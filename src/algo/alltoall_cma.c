@@ -28,7 +28,11 @@ chorus_result_t alltoall_cma(prims_t *p, const coll_args_t *a)
     CHECK(prims_direct_begin(p, (void **)&slot));
     slot[0] = (uint64_t)(uintptr_t)in;
     prims_direct_publish(p, sizeof(*slot));
-    copy_bytes(out + (size_t)rank * bytes, in + (size_t)rank * bytes, bytes);
+    /* In place the output was just read into scratch and sits in the cache: no streaming past it. */
+    if (in == a->sendbuf)
+        copy_out(out + (size_t)rank * bytes, in + (size_t)rank * bytes, bytes);
+    else
+        copy_bytes(out + (size_t)rank * bytes, in + (size_t)rank * bytes, bytes);
     CHECK(prims_direct_wait_all(p, &slots));
     for (int i = 1; i < n; i++) {
         int q = (rank + i) % n;

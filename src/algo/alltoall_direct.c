@@ -23,7 +23,7 @@ chorus_result_t alltoall_direct(prims_t *p, const coll_args_t *a)
         size_t piece = CHORUS_MIN(per, a->count - off) * elem, own = ((size_t)rank * a->count + off) * elem;
         const void *const *slots;
         CHECK(direct_put_pieces(p, in, a->count, off, piece / elem, elem, rank));
-        if (in != out) copy_bytes(out + own, in + own, piece);
+        if (in != out) copy_out(out + own, in + own, piece);
         CHECK(prims_direct_wait_all(p, &slots));
         for (int q = 0; q < n; q++)
             if (q != rank)

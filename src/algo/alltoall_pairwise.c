@@ -23,7 +23,7 @@ chorus_result_t alltoall_pairwise(prims_t *p, const coll_args_t *a)
         copy_bytes(copy, send, block * (size_t)n);
         send = copy;
     } else {
-        copy_bytes(recv + (size_t)rank * block, send + (size_t)rank * block, block);
+        copy_out(recv + (size_t)rank * block, send + (size_t)rank * block, block);
     }
     for (int s = 1; s < n; s++) {
         int to, from;

@@ -24,7 +24,7 @@ chorus_result_t alltoall_ring(prims_t *p, const coll_args_t *a)
      * is written. */
     for (int i = 0; i < n - 1; i++)
         copy_bytes(bundle[0] + (size_t)i * block, send + (size_t)plan_mod(rank + 1 + i, n) * block, block);
-    if (send != recv) copy_bytes(recv + (size_t)rank * block, send + (size_t)rank * block, block);
+    if (send != recv) copy_out(recv + (size_t)rank * block, send + (size_t)rank * block, block);
     const char *out = bundle[0];
     for (int s = 1; s < n; s++) {
         int to, from, src, nblocks;

@@ -21,7 +21,7 @@ chorus_result_t broadcast_cma(prims_t *p, const coll_args_t *a)
     slot[0] = (uint64_t)(uintptr_t)a->sendbuf;
     prims_direct_publish(p, sizeof(*slot));
     if (rank == a->root) {
-        if (a->sendbuf != a->recvbuf) copy_bytes(a->recvbuf, a->sendbuf, bytes);
+        if (a->sendbuf != a->recvbuf) copy_out(a->recvbuf, a->sendbuf, bytes);
     } else {
         CHECK(prims_direct_wait(p, a->root, &theirs));
         CHECK(prims_direct_read(p, a->root, *(const uint64_t *)theirs, a->recvbuf, bytes));

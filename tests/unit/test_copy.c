@@ -1,5 +1,6 @@
-/* copy_bytes against memcpy, byte for byte: every size around the loop's thresholds and every relative
- * offset of source and destination within a cache line (the loop's ragged head and tail), with guard
+/* copy_bytes and copy_out against memcpy, byte for byte: every size around the loop's and the streaming copy's
+ * thresholds and every relative offset of source and destination within a cache line (the loop's ragged
+ * head and tail), destinations at several offsets within a page (the streaming copy's head), with guard
  * bytes around the destination that must stay untouched. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -8,12 +9,14 @@
 #include "test.h"
 #include "util/copy.h"
 
-static int check_one(size_t n, size_t soff, size_t doff, unsigned char *src, unsigned char *dst)
+typedef void copy_fn(void *, const void *, size_t);
+
+static int check_one(copy_fn *copy, size_t n, size_t soff, size_t doff, unsigned char *src, unsigned char *dst)
 {
     const size_t guard = 64;
     memset(dst, 0xA5, n + doff + 2 * guard);
     for (size_t i = 0; i < n; i++) src[soff + i] = (unsigned char)(i * 131u + soff * 7u + 1u);
-    copy_bytes(dst + guard + doff, src + soff, n);
+    copy(dst + guard + doff, src + soff, n);
     if (memcmp(dst + guard + doff, src + soff, n) != 0) return 0;
     for (size_t i = 0; i < guard + doff; i++)
         if (dst[i] != 0xA5) return 0;
@@ -25,18 +28,28 @@ static int check_one(size_t n, size_t soff, size_t doff, unsigned char *src, uns
 int main(void)
 {
     test_set_timeout(60);
-    const size_t max = (1u << 20) + 4096;
+    const size_t max = (4u << 20) + 5 * 4096;
     unsigned char *src = NULL, *dst = NULL;
     TEST_ASSERT(posix_memalign((void **)&src, 4096, max + 128) == 0, "alloc");
-    TEST_ASSERT(posix_memalign((void **)&dst, 4096, max + 256) == 0, "alloc");
+    TEST_ASSERT(posix_memalign((void **)&dst, 4096, max + 4096 + 256) == 0, "alloc");
     static const size_t sizes[] = {0, 1, 31, 32, 63, 64, 4095, 4096, 4097, 4127, 4159, 65536, 65537, 262144 + 77,
-                                   (1u << 20) - 1, 1u << 20, (1u << 20) + 1};
+                                   (1u << 20) - 1, 1u << 20, (1u << 20) + 1, (4u << 20) - 1, 4u << 20,
+                                   (4u << 20) + 1, (4u << 20) + 4 * 4096 + 77, (4u << 20) + 5 * 4096};
     int bad = 0;
-    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
-        for (size_t soff = 0; soff < 64; soff += (sizes[k] > 100000 ? 13 : 1))
-            for (size_t doff = 0; doff < 64; doff += (sizes[k] > 100000 ? 17 : 3))
-                if (!check_one(sizes[k], soff, doff, src, dst) && bad++ < 5)
-                    TEST_ASSERT(0, "copy of %zu bytes, source +%zu, destination +%zu differs", sizes[k], soff, doff);
+    copy_fn *const copies[] = {copy_bytes, copy_out};
+    const char *const names[] = {"copy_bytes", "copy_out"};
+    for (int c = 0; c < 2; c++) {
+        for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
+            for (size_t soff = 0; soff < 64; soff += (sizes[k] > 100000 ? 13 : 1))
+                for (size_t doff = 0; doff < 64; doff += (sizes[k] > 100000 ? 17 : 3))
+                    if (!check_one(copies[c], sizes[k], soff, doff, src, dst) && bad++ < 5)
+                        TEST_ASSERT(0, "%s of %zu bytes, source +%zu, destination +%zu differs", names[c], sizes[k],
+                                    soff, doff);
+        for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
+            for (size_t doff = 64; doff < 4096; doff += 1000)
+                if (!check_one(copies[c], sizes[k], 5, doff, src, dst) && bad++ < 5)
+                    TEST_ASSERT(0, "%s of %zu bytes, source +5, destination +%zu differs", names[c], sizes[k], doff);
+    }
     TEST_ASSERT(bad == 0, "%d copies differed from memcpy", bad);
     free(src);
     free(dst);
