@@ -96,36 +96,44 @@ static chorus_result_t tune_measure_link(prims_t *p, tune_state_t *ts, const tun
     return res;
 }
 
-/* Best mean time per call of `batches` batches of TUNE_ALGO_BATCH back-to-back calls of an algorithm on every
- * rank (after one to warm up), timed at rank 0. A batch, not a single call: a call can return on rank 0 while
- * its peers still read, and the next call pays for that. With 4 ranks on 2 cores the best single direct
- * allgather of 1 MiB took 60 us at rank 0, and calls back to back 155 us each (the single-copy one, whose
- * ranks wait until every peer has read their buffers, 120 and 130). */
-static chorus_result_t tune_time_algo(prims_t *p, algo_run_fn run, const coll_args_t *a, int batches, double *best_p)
+/* Best mean time per call of `batches` batches of TUNE_ALGO_BATCH back-to-back calls of each of `nways`
+ * algorithms on every rank (after one of each to warm up), timed at rank 0, the algorithms' batches taken
+ * in turn. A batch, not a single call: a call can return on rank 0 while its peers still read, and the
+ * next call pays for that. With 4 ranks on 2 cores the best single direct allgather of 1 MiB took 60 us at
+ * rank 0, and calls back to back 155 us each (the single-copy one, whose ranks wait until every peer has
+ * read their buffers, 120 and 130). In turn, not one algorithm's batches and then the next's: a
+ * disturbance of a millisecond, as long as one algorithm's batches at init, once made single-copy reads
+ * measure 0.9 GB/s against 14 in the runs before and after, and the choices that follow from it (ring
+ * AllGathers, twice as slow) stayed for the communicator's life; taken in turn, it spoils a batch of each. */
+static chorus_result_t tune_time_algos(prims_t *p, const algo_run_fn *runs, int nways, const coll_args_t *a,
+                                       int batches, double *best)
 {
-    chorus_result_t res = run(p, a);
-    double best = INFINITY;
-    for (int b = 0; b < batches && res == CHORUS_SUCCESS; b++) {
-        int64_t t0 = time_now_ns();
-        for (int i = 0; i < TUNE_ALGO_BATCH && res == CHORUS_SUCCESS; i++) res = run(p, a);
-        double t = (double)(time_now_ns() - t0) * 1e-9 / TUNE_ALGO_BATCH;
-        if (t < best) best = t;
+    chorus_result_t res = CHORUS_SUCCESS;
+    for (int w = 0; w < nways; w++) {
+        best[w] = INFINITY;
+        if (res == CHORUS_SUCCESS) res = runs[w](p, a);
     }
-    *best_p = best;
+    for (int b = 0; b < batches && res == CHORUS_SUCCESS; b++)
+        for (int w = 0; w < nways && res == CHORUS_SUCCESS; w++) {
+            int64_t t0 = time_now_ns();
+            for (int i = 0; i < TUNE_ALGO_BATCH && res == CHORUS_SUCCESS; i++) res = runs[w](p, a);
+            double t = (double)(time_now_ns() - t0) * 1e-9 / TUNE_ALGO_BATCH;
+            if (t < best[w]) best[w] = t;
+        }
     return res;
 }
 
-/* Best mean time of `batches` batches of allgathers (direct or single-copy) of `each` bytes per rank, in
- * scratch where they fit. */
-static chorus_result_t tune_time_allgather(prims_t *p, algo_run_fn run, size_t each, int batches, char *scratch,
-                                           double *best_p)
+/* Best mean times of `batches` batches of allgathers of each of `nways` algorithms (direct or single-copy)
+ * of `each` bytes per rank, in scratch where they fit. */
+static chorus_result_t tune_time_allgathers(prims_t *p, const algo_run_fn *runs, int nways, size_t each,
+                                            int batches, char *scratch, double *best)
 {
     int n = prims_nranks(p);
     char *buf = ((size_t)n + 1) * each <= TUNE_SCRATCH_BYTES ? scratch : tune_alloc(((size_t)n + 1) * each);
     if (!buf) return CHORUS_ERR_NO_MEMORY;
     coll_args_t a = {.coll = COLL_ALLGATHER, .sendbuf = buf + (size_t)n * each, .recvbuf = buf, .count = each,
                      .dtype = chorus_uint8};
-    chorus_result_t res = tune_time_algo(p, run, &a, batches, best_p);
+    chorus_result_t res = tune_time_algos(p, runs, nways, &a, batches, best);
     if (buf != scratch) free(buf);
     return res;
 }
@@ -147,28 +155,27 @@ static chorus_result_t tune_measure_arena(prims_t *p, tune_state_t *ts, const tu
     }
     int me = prims_rank(p), n = prims_nranks(p);
     if (me == 0 && best > 0 && isfinite(best)) tp->alpha[TUNE_LINK_ARENA] = best / share;
-    static const struct {
-        algo_run_fn run;
-        algo_cost_fn cost;
-    } ways[] = {{allgather_direct, allgather_direct_cost}, {allgather_cma, allgather_cma_cost}};
-    for (size_t w = 0; w < CHORUS_ARRAY_SIZE(ways) && (w == 0 || ts->comm.caps.single_copy); w++) {
-        double *rate = w == 0 ? tp->beta[TUNE_LINK_ARENA] : tp->beta_cma;
-        for (int r = 0; r < (e->memory_trips ? TUNE_REGIMES : 1); r++) {
-            /* In all: TUNE_CACHE_BYTES in cache, TUNE_MEMORY_BYTES in memory (buffers past any last-level
-             * cache, as the memory regime's copies have). */
-            size_t all = r == TUNE_CACHE ? TUNE_CACHE_BYTES : TUNE_MEMORY_BYTES;
-            size_t each = CHORUS_MAX(all / (size_t)n, (size_t)4096);
-            double t;
-            int batches = CHORUS_MAX((r == TUNE_CACHE ? e->large_trips : e->memory_trips) / 2, 1);
-            CHECK(tune_time_allgather(p, ways[w].run, each, batches, scratch, &t));
+    static const algo_run_fn runs[] = {allgather_direct, allgather_cma};
+    static const algo_cost_fn costs[] = {allgather_direct_cost, allgather_cma_cost};
+    int nways = ts->comm.caps.single_copy ? 2 : 1;
+    for (int r = 0; r < (e->memory_trips ? TUNE_REGIMES : 1); r++) {
+        /* In all: TUNE_CACHE_BYTES in cache, TUNE_MEMORY_BYTES in memory (buffers past any last-level cache,
+         * as the memory regime's copies have). */
+        size_t all = r == TUNE_CACHE ? TUNE_CACHE_BYTES : TUNE_MEMORY_BYTES;
+        size_t each = CHORUS_MAX(all / (size_t)n, (size_t)4096);
+        double t[2];
+        int batches = CHORUS_MAX((r == TUNE_CACHE ? e->large_trips : e->memory_trips) / 2, 1);
+        CHECK(tune_time_allgathers(p, runs, nways, each, batches, scratch, t));
+        for (int w = 0; w < nways; w++) {
+            double *rate = w == 0 ? tp->beta[TUNE_LINK_ARENA] : tp->beta_cma;
             algo_shape_t shape = {.p = n, .n = (double)each * n, .chunk = ts->comm.chunk, .slot = ts->comm.slot,
                                   .shared = ts->comm.caps.oversubscribed};
-            algo_cost_t c = ways[w].cost(&shape);
-            double rest = t / share - c.steps * tp->alpha[TUNE_LINK_ARENA] - c.copied / tp->beta_copy[r];
+            algo_cost_t c = costs[w](&shape);
+            double rest = t[w] / share - c.steps * tp->alpha[TUNE_LINK_ARENA] - c.copied / tp->beta_copy[r];
             if (me == 0)
                 LOG_DEBUG(LOG_SUB_TUNING, "calibration: %s allgather of %zu bytes per rank: best %.1f us per call "
                           "of %d batches of %d; %.1f us left to %.0f bytes of reads after %.0f steps and %.0f bytes copied",
-                          w == 0 ? "direct" : "single-copy", each, t * 1e6, batches, TUNE_ALGO_BATCH, rest * 1e6,
+                          w == 0 ? "direct" : "single-copy", each, t[w] * 1e6, batches, TUNE_ALGO_BATCH, rest * 1e6,
                           c.bytes, c.steps, c.copied);
             /* Reading a peer's data is a copy: no faster than a local one (a disturbed subtraction could
              * otherwise promise any rate). */
@@ -194,7 +201,8 @@ static chorus_result_t tune_measure_arena_profile(prims_t *p, tune_state_t *ts, 
     for (size_t all = 256u << 10; all <= (128u << 20) && k < TUNE_PROFILE_MAX; all *= 2, k++) {
         size_t each = CHORUS_MAX(all / (size_t)n, (size_t)4096);
         double t;
-        CHECK(tune_time_allgather(p, allgather_direct, each, all < (16u << 20) ? 5 : 2, scratch, &t));
+        const algo_run_fn direct = allgather_direct;
+        CHECK(tune_time_allgathers(p, &direct, 1, each, all < (16u << 20) ? 5 : 2, scratch, &t));
         tp->profile_bytes[k] = algo_buffer_bytes(COLL_ALLGATHER, (double)each * n, n) * s;
         tp->profile_rate[k] = (double)each * n / t;
     }
