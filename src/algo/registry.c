@@ -105,7 +105,15 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * reads faster (docs/algorithms.md, "Single copy"). It does find them faster than a copy and an arena
  * read together, what the direct AllToAll spends per byte: 3 and 4 ranks take the single-copy AllToAll
  * from 256 KiB out of place where that holds (0.5 to 0.8 of the direct and pairwise ones' time there,
- * in every size from 256 KiB to 64 MiB in three bench/model-check runs on 4 ranks). */
+ * in every size from 256 KiB to 64 MiB in three bench/model-check runs on 4 ranks). From 1 MiB, where
+ * the syscall no longer weighs, the same test takes 2 ranks to the single-copy Broadcast, AllGather and
+ * AllToAll: there it is what the direct ones spend per byte (a copy into a slot and a read out of it,
+ * against one read), and a close call between the arena's and single-copy reads' rates, which noise at
+ * init decides either way (on a Xeon virtual machine 2 inits of 30 found single-copy reads slower, 6.8
+ * and 9.5 GB/s against the arena's 8.1 and 9.6, where the others found 9 to 18 against 7 to 12), no
+ * longer sends those sizes to the ring at twice the single-copy time. The single-copy AllToAll is out of
+ * place only: in place it first stages its whole input in scratch, and on 2 ranks the direct one took
+ * 0.45 to 0.65 of its time at every size from 16 KiB to 64 MiB (Xeon virtual machine, chorus-perf -a). */
 #define RULE(c, n, ...) {.coll = c, .name = n, __VA_ARGS__}
 static const struct algo_rule {
     coll_kind_t coll;
@@ -137,6 +145,7 @@ static const struct algo_rule {
     RULE(COLL_ALLGATHER, "direct", .min_ranks = 3),
     RULE(COLL_ALLGATHER, "direct", .max_bytes = 64 << 10),
     RULE(COLL_ALLGATHER, "cma", .max_ranks = 2, .min_bytes = 1 << 20, .max_bytes = 4 << 20),
+    RULE(COLL_ALLGATHER, "cma", .max_ranks = 2, .min_bytes = 1 << 20, .single_copy_saves = 1),
     RULE(COLL_ALLGATHER, "rd", .max_bytes = 16 << 10, .oversubscribed = 1, .pow2 = 1),
     RULE(COLL_ALLGATHER, "bruck", .max_bytes = 64 << 10),
     RULE(COLL_ALLGATHER, "mesh", .min_bytes = 2 << 20, .max_bytes = 16 << 20, .oversubscribed = 1),
@@ -147,6 +156,8 @@ static const struct algo_rule {
     RULE(COLL_REDUCE_SCATTER, "ring"),
     RULE(COLL_BROADCAST, "cma", .max_ranks = 2, .min_bytes = 16 << 10, .max_bytes = 8 << 20, .single_copy_fast = 1),
     RULE(COLL_BROADCAST, "cma", .max_ranks = 2, .min_bytes = 16 << 10, .in_place = -1, .single_copy_fast = 1),
+    RULE(COLL_BROADCAST, "cma", .max_ranks = 2, .min_bytes = 1 << 20, .max_bytes = 8 << 20, .single_copy_saves = 1),
+    RULE(COLL_BROADCAST, "cma", .max_ranks = 2, .min_bytes = 1 << 20, .in_place = -1, .single_copy_saves = 1),
     RULE(COLL_BROADCAST, "direct", .max_ranks = 2),
     RULE(COLL_BROADCAST, "direct", .min_bytes = 256 << 10),
     RULE(COLL_BROADCAST, "chain", .max_bytes = 16 << 10, .oversubscribed = 1),
@@ -155,7 +166,8 @@ static const struct algo_rule {
     RULE(COLL_REDUCE, "direct", .min_ranks = 4, .min_bytes = 2 << 20),
     RULE(COLL_REDUCE, "binomial", .max_bytes = 64 << 10),
     RULE(COLL_REDUCE, "chain"),
-    RULE(COLL_ALLTOALL, "cma", .max_ranks = 2, .min_bytes = 16 << 10, .single_copy_fast = 1),
+    RULE(COLL_ALLTOALL, "cma", .max_ranks = 2, .min_bytes = 16 << 10, .in_place = -1, .single_copy_fast = 1),
+    RULE(COLL_ALLTOALL, "cma", .max_ranks = 2, .min_bytes = 1 << 20, .in_place = -1, .single_copy_saves = 1),
     RULE(COLL_ALLTOALL, "cma", .min_ranks = 3, .max_ranks = 4, .min_bytes = 256 << 10, .in_place = -1,
          .single_copy_saves = 1),
     RULE(COLL_ALLTOALL, "direct", .in_place = 1),

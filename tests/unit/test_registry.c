@@ -279,7 +279,8 @@ static void check_restrictions(void)
 
 /* Where single-copy reads outrun the arena, 2 ranks of one host take the single-copy algorithms from
  * 16 KiB (AllReduce from 256 KiB out of place, 2 MiB in place); elsewhere the rules stay as they were.
- * Where they only beat a copy and an arena read together, 3 and 4 ranks take the single-copy AllToAll. */
+ * Where they only beat a copy and an arena read together, 3 and 4 ranks take the single-copy AllToAll,
+ * and 2 ranks the single-copy Broadcast, AllGather and AllToAll from 1 MiB. */
 static void check_single_copy_fast(void)
 {
     algo_config_t cfg;
@@ -303,8 +304,16 @@ static void check_single_copy_fast(void)
         {COLL_ALLGATHER, 4 << 10, 2, 1, 0, {"direct", "direct", "direct"}, "allgather 8 KiB"},
         {COLL_BROADCAST, 16 << 10, 2, 1, 0, {"direct", "cma", "direct"}, "broadcast 16 KiB"},
         {COLL_BROADCAST, 16 << 20, 2, 1, 1, {"direct", "direct", "direct"}, "broadcast 16 MiB in place"},
-        {COLL_BROADCAST, 16 << 20, 2, 1, 0, {"direct", "cma", "direct"}, "broadcast 16 MiB"},
-        {COLL_ALLTOALL, 8 << 10, 2, 1, 1, {"direct", "cma", "direct"}, "alltoall 16 KiB in place"},
+        {COLL_BROADCAST, 16 << 20, 2, 1, 0, {"direct", "cma", "cma"}, "broadcast 16 MiB"},
+        /* 2 ranks from 1 MiB: single copy wherever it saves the direct algorithms' copy, fast or not. */
+        {COLL_BROADCAST, 1 << 20, 2, 1, 1, {"direct", "cma", "cma"}, "broadcast 1 MiB in place"},
+        {COLL_BROADCAST, 512 << 10, 2, 1, 0, {"direct", "cma", "direct"}, "broadcast 512 KiB"},
+        {COLL_ALLGATHER, 8 << 20, 2, 1, 0, {"ring", "cma", "cma"}, "allgather 16 MiB"},
+        {COLL_ALLGATHER, 256 << 10, 2, 1, 0, {"ring", "cma", "ring"}, "allgather 512 KiB"},
+        {COLL_ALLTOALL, 2 << 20, 2, 1, 0, {"pairwise", "cma", "cma"}, "alltoall 4 MiB"},
+        {COLL_ALLTOALL, 512 << 10, 2, 1, 1, {"direct", "direct", "direct"}, "alltoall 1 MiB in place"},
+        {COLL_ALLTOALL, 8 << 10, 2, 1, 1, {"direct", "direct", "direct"}, "alltoall 16 KiB in place"},
+        {COLL_ALLTOALL, 8 << 10, 2, 1, 0, {"direct", "cma", "direct"}, "alltoall 16 KiB"},
         {COLL_ALLTOALL, 2 << 10, 2, 1, 0, {"direct", "direct", "direct"}, "alltoall 4 KiB"},
         /* 3 and 4 ranks: the single-copy AllToAll from 256 KiB out of place wherever it saves the direct
          * one's copy, fast or not (the rank counts, sizes and places around it keep their rules). */
