@@ -14,6 +14,9 @@ chorus_result_t allgather_ring(prims_t *p, const coll_args_t *a)
     int rank = prims_rank(p), n = prims_nranks(p);
     size_t elem = dtype_size(a->dtype), block = a->count * elem;
     char *own = (char *)a->recvbuf + (size_t)rank * block;
+    /* Streamed although the ring's first step sends it: blocks that large (copy.h) are read back from
+     * memory either way, and over TCP 2 ranks' AllGather of 64 MiB took 32.5 ms against 34.0 with plain
+     * stores (medians of 5 alternating runs). */
     if (a->sendbuf != own) copy_out(own, a->sendbuf, block);
     return ring_allgather(p, a->recvbuf, a->count * (size_t)n, elem, 0);
 }
