@@ -164,6 +164,7 @@ int main(int argc, char **argv)
         if (gamma) tp.gamma[r] = parse_value_or_die("--gamma", gamma);
         if (copy) tp.beta_copy[r] = parse_value_or_die("--copy", copy);
     }
+    if (copy) tp.beta_stream = 0; /* streamed copies too */
     tc.caps = (algo_caps_t){.nranks = tc.nranks, .direct = arena, .single_copy = arena};
     tune_comm_set_cores(&tc, tc.cores);
 

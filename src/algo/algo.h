@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "algo/prims.h"
+#include "util/copy.h"
 
 typedef enum {
     COLL_ALLREDUCE,
@@ -75,6 +76,8 @@ typedef struct algo_cost {
      * peers' slots, and its passes over a slot-sized chunk, of its own next slot (two-shot) or of the output,
      * which goes to memory once (one-shot; measured: see docs/tuning.md). */
     double slot_bytes, slot_reduced;
+    /* Of copied: the part copy_out streams past the cache (algo_streamed), at its own rate. */
+    double streamed;
 } algo_cost_t;
 
 typedef algo_cost_t (*algo_cost_fn)(const algo_shape_t *s);
@@ -101,6 +104,8 @@ static inline int algo_pow2_floor(int p)
     return v;
 }
 /* Pieces of at most `unit` bytes that n bytes take (at least 1). */
+/* What of one copy_out of `bytes` streams: all of it from COPY_STREAM_MIN, else nothing. */
+static inline double algo_streamed(double bytes) { return bytes >= COPY_STREAM_MIN ? bytes : 0; }
 static inline double algo_pieces(double n, double unit) { return unit > 0 && n > unit ? __builtin_ceil(n / unit) : 1; }
 
 /* What a communicator offers, against which restrictions are checked. */

@@ -38,5 +38,7 @@ algo_cost_t alltoall_pairwise_cost(const algo_shape_t *s)
 {
     int p = s->p;
     double n = s->n;
-    return (algo_cost_t){.link = ALGO_LINK_NET, .steps = p - 1.0, .bytes = (p - 1.0) / p * n, .copied = n / p};
+    /* The own block's copy streams from COPY_STREAM_MIN (copy_out). */
+    return (algo_cost_t){.link = ALGO_LINK_NET, .steps = p - 1.0, .bytes = (p - 1.0) / p * n, .copied = n / p,
+                         .streamed = algo_streamed(n / p)};
 }

@@ -43,5 +43,5 @@ algo_cost_t alltoall_ring_cost(const algo_shape_t *s)
     int p = s->p;
     double n = s->n;
     return (algo_cost_t){.link = ALGO_LINK_NET, .steps = p - 1.0, .bytes = (p - 1.0) / 2 * n,
-                         .copied = (2.0 * p - 1) / p * n};
+                         .copied = (2.0 * p - 1) / p * n, .streamed = algo_streamed(n / p)};
 }

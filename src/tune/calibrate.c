@@ -234,6 +234,7 @@ static void tune_scale_memory_figures(tune_params_t *tp, const tune_params_t *wa
     tune_scale_memory(tp->beta_cma, was->beta_cma[TUNE_CACHE]);
     tune_scale_memory(tp->beta_copy, was->beta_copy[TUNE_CACHE]);
     tune_scale_memory(tp->gamma, was->gamma[TUNE_CACHE]);
+    if (was->beta_copy[TUNE_CACHE] > 0) tp->beta_stream *= tp->beta_copy[TUNE_CACHE] / was->beta_copy[TUNE_CACHE];
 }
 
 chorus_result_t tune_measure(prims_t *p, tune_state_t *ts, int thorough)

@@ -4,7 +4,7 @@
  * a tuning file written by chorus-tune, or a short measurement at init). docs/tuning.md.
  *
  *     T = s (steps alpha[link] + bytes / beta[link][r] + oneway / beta_oneway[link][r]
- *            + copied / beta_copy[r] + reduced gamma[r])
+ *            + (copied - streamed) / beta_copy[r] + streamed / beta_stream + reduced gamma[r])
  *
  * link: the pair connections (shared-memory rings inside a host, TCP between hosts) or the host arena
  * (whose single-copy reads have a rate of their own, beta_cma). r: the regime. Every per-byte cost is
@@ -14,7 +14,8 @@
  * data of other ranks' cores arrives through them, so the knee is gradual), or by a measured profile
  * where a tuning file has one (tune_memory_share). The bytes and reductions that stay in cache at any
  * size (algo_cost_t.slot_bytes, slot_reduced: a combine's reads of the arena's slots and its passes over
- * a slot-sized chunk) take the cache rates: the slots are reused chunk after chunk.
+ * a slot-sized chunk) take the cache rates: the slots are reused chunk after chunk. The copies that
+ * stream past the cache (algo_cost_t.streamed, copy_out's) take their own rate, whatever the regime.
  * s = max(1, ranks on the busiest host / its cores):
  * ranks that outnumber the cores share them, and every term here is work those cores do (copies,
  * reductions, the scheduling a wait costs).
@@ -37,6 +38,7 @@ typedef struct tune_params {
     double beta_oneway[TUNE_LINK_COUNT][TUNE_REGIMES]; /* a connection used one way (arena: unused) */
     double beta_cma[TUNE_REGIMES];               /* bytes per second read from another process (process_vm_readv) */
     double beta_copy[TUNE_REGIMES];              /* bytes per second of a local memory copy */
+    double beta_stream; /* bytes per second of a streamed copy (copy_out) in memory; 0: beta_copy's in memory */
     double gamma[TUNE_REGIMES];                  /* seconds per byte reduced (float32 sum) */
     double cache_bytes;                          /* working sets beyond this run at memory speed */
     /* The profile: rates at working sets per core of increasing size, measured by chorus-tune (none built
@@ -101,6 +103,7 @@ const algo_desc_t *tune_model_choice(const tune_params_t *tp, const tune_comm_t 
  *     date <ISO 8601>
  *     alpha shm|tcp|arena <seconds>
  *     beta shm|tcp|arena|copy|cma cache|memory <bytes per second>
+ *     beta stream memory <bytes per second>
  *     oneway shm|tcp cache|memory <bytes per second>
  *     gamma cache|memory <seconds per byte>
  *     cache <bytes>
@@ -181,7 +184,7 @@ void tune_machine(char *buf, size_t len, int *cores_p);
 
 /* Local measurements (no peer involved): beta_copy and gamma of one regime, each the best of `runs`
  * (cache: two TUNE_CACHE_BYTES buffers, in scratch when it is not NULL; memory: two of
- * TUNE_MEMORY_BYTES). */
+ * TUNE_MEMORY_BYTES, and beta_stream). */
 /* A measurement buffer: page-aligned, as chorus-perf's are (the copy routines' speed can depend on how
  * source and destination sit within a page), its pages already touched. NULL if out of memory. */
 void *tune_alloc(size_t bytes);

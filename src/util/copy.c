@@ -7,8 +7,6 @@
  * which it uses vector loops and non-temporal stores itself). */
 #define COPY_LOOP_MIN 4096
 #define COPY_LOOP_MAX (1u << 20)
-/* From here copies stream (copy.h): twice the largest per-core L2 measured (2 MiB). */
-#define COPY_STREAM_MIN (4u << 20)
 #define COPY_PAGE 4096
 
 #if defined(__x86_64__) && defined(__GNUC__)

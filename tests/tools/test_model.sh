@@ -111,6 +111,18 @@ echo "  64 MiB through the arena: twoshot ${two:-?} us, oneshot ${one:-?} us"
 check "two-shot's slot-to-slot half at the cache rate (10066 us), one-shot's all (6711)" \
     "$(awk -v a="$two" -v b="$one" 'BEGIN { print (a > 10060 && a < 10072 && b > 6705 && b < 6717) ? 0 : 1 }')"
 
+# A copy that streams (copy_out, from 4 MiB) takes beta stream, the others beta copy: the single-copy
+# AllGather of 2 ranks copies its own half, 32 MiB at 64 MiB (streamed), 2 MiB at 4 MiB (not), reads free.
+printf '%s\n' "chorus-tuning 1" "alpha arena 0" "beta cma cache 1e30" "beta cma memory 1e30" \
+    "beta copy cache 10GB/s" "beta copy memory 10GB/s" "beta stream memory 20GB/s" "cache 4096" > "$tmp/stream"
+s64=$(predicted cma allgather -p 2 -b 64M -e 64M --arena --tuning-file "$tmp/stream")
+s4=$(predicted cma allgather -p 2 -b 4M -e 4M --arena --tuning-file "$tmp/stream")
+grep -v '^beta stream' "$tmp/stream" > "$tmp/nostream"
+n64=$(predicted cma allgather -p 2 -b 64M -e 64M --arena --tuning-file "$tmp/nostream")
+echo "  single-copy allgather: 64M ${s64:-?} us (without beta stream ${n64:-?}), 4M ${s4:-?}"
+check "streamed own block at beta stream (1678 us), unstreamed at beta copy (210), no figure: beta copy's (3355)" \
+    "$(awk -v a="$s64" -v b="$s4" -v c="$n64" 'BEGIN { print (a > 1675 && a < 1681 && b > 208 && b < 212 && c > 3350 && c < 3360) ? 0 : 1 }')"
+
 err=$("$model" allreduce -p 4 --tuning-file "$tmp/missing" 2>&1 >/dev/null)
 check "a missing file is named" "$(echo "$err" | grep -q "$tmp/missing" && echo 0 || echo 1)"
 err=$("$model" allreduce -p 8 --alpha fast 2>&1 >/dev/null)

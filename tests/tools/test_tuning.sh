@@ -16,7 +16,7 @@ status=$?
 cat "$tmp/out"
 check "chorus-tune ran" "$status"
 check "it wrote every parameter" "$(for k in 'alpha shm' 'alpha tcp' 'alpha arena' 'beta shm cache' 'beta tcp memory' \
-    'beta arena cache' 'beta cma memory' 'oneway shm cache' 'oneway tcp memory' 'beta copy memory' 'gamma cache' \
+    'beta arena cache' 'beta cma memory' 'oneway shm cache' 'oneway tcp memory' 'beta copy memory' 'beta stream memory' 'gamma cache' \
     'cache ' 'profile '; do grep -q "^$k" "$tmp/tuned" || echo missing; done | grep -c missing | sed 's/^0$/0/')"
 "$model" allreduce -p 4 --tuning-file "$tmp/tuned" > "$tmp/model" 2>&1
 check "chorus-model reads it" "$?"
