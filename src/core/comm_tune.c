@@ -63,7 +63,7 @@ chorus_result_t comm_tune_init(chorus_comm_t comm, int ranks_per_host, int partn
              tp->beta[TUNE_LINK_TCP][0] / 1e9, tp->beta[TUNE_LINK_TCP][1] / 1e9, tp->beta_oneway[TUNE_LINK_TCP][0] / 1e9,
              tp->beta_oneway[TUNE_LINK_TCP][1] / 1e9, tp->beta[TUNE_LINK_ARENA][0] / 1e9,
              tp->beta[TUNE_LINK_ARENA][1] / 1e9, tp->beta_cma[0] / 1e9, tp->beta_cma[1] / 1e9, tp->beta_copy[0] / 1e9,
-             tp->beta_copy[1] / 1e9, (tp->beta_stream > 0 ? tp->beta_stream : tp->beta_copy[1]) / 1e9,
+             tp->beta_copy[1] / 1e9, tune_stream_rate(tp) / 1e9,
              tp->gamma[0] * 1e9, tp->gamma[1] * 1e9, tp->cache_bytes / 1048576,
              tp->nprofile >= 2 ? " (memory share from the tuning file's profile)" : "",
              ranks_per_host, ts->comm.cores,

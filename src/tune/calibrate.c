@@ -171,7 +171,8 @@ static chorus_result_t tune_measure_arena(prims_t *p, tune_state_t *ts, const tu
             algo_shape_t shape = {.p = n, .n = (double)each * n, .chunk = ts->comm.chunk, .slot = ts->comm.slot,
                                   .shared = ts->comm.caps.oversubscribed};
             algo_cost_t c = costs[w](&shape);
-            double rest = t[w] / share - c.steps * tp->alpha[TUNE_LINK_ARENA] - c.copied / tp->beta_copy[r];
+            double rest = t[w] / share - c.steps * tp->alpha[TUNE_LINK_ARENA] -
+                          (c.copied - c.streamed) / tp->beta_copy[r] - c.streamed / tune_stream_rate(tp);
             if (me == 0)
                 LOG_DEBUG(LOG_SUB_TUNING, "calibration: %s allgather of %zu bytes per rank: best %.1f us per call "
                           "of %d batches of %d; %.1f us left to %.0f bytes of reads after %.0f steps and %.0f bytes copied",

@@ -100,6 +100,11 @@ static double tune_per_byte(const double rate[TUNE_REGIMES], double f)
     return (1 - f) / rate[TUNE_CACHE] + f / rate[TUNE_MEMORY];
 }
 
+double tune_stream_rate(const tune_params_t *tp)
+{
+    return tp->beta_stream > 0 ? tp->beta_stream : tp->beta_copy[TUNE_MEMORY];
+}
+
 double tune_predict(const tune_params_t *tp, const tune_comm_t *tc, const algo_desc_t *d, double n)
 {
     algo_shape_t shape = {.p = tc->nranks, .n = n, .chunk = tc->chunk, .slot = tc->slot, .shared = tc->caps.oversubscribed};
@@ -107,9 +112,8 @@ double tune_predict(const tune_params_t *tp, const tune_comm_t *tc, const algo_d
     tune_link_t link = c.link == ALGO_LINK_NET ? tc->net : TUNE_LINK_ARENA;
     double f = tune_memory_share(tp, tc, algo_buffer_bytes(d->coll, n, tc->nranks));
     /* What stays in cache at any size (a combine over slot-sized chunks): the cache rates whatever f is. */
-    double stream = tp->beta_stream > 0 ? tp->beta_stream : tp->beta_copy[TUNE_MEMORY];
     double t = c.steps * tp->alpha[link] + (c.copied - c.streamed) * tune_per_byte(tp->beta_copy, f) +
-               c.streamed / stream +
+               c.streamed / tune_stream_rate(tp) +
                (c.reduced - c.slot_reduced) * ((1 - f) * tp->gamma[TUNE_CACHE] + f * tp->gamma[TUNE_MEMORY]) +
                c.slot_reduced * tp->gamma[TUNE_CACHE];
     const double *rate = c.link == ALGO_LINK_CMA ? tp->beta_cma : tp->beta[link];

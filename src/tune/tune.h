@@ -88,6 +88,9 @@ void tune_params_median(tune_params_t *tp, const tune_params_t *runs, int k);
 /* The parameters measured on the reference machine (docs/tuning.md says how and when). */
 void tune_params_builtin(tune_params_t *tp);
 
+/* Bytes per second of a streamed copy: beta_stream, or where none was measured beta_copy's in memory. */
+double tune_stream_rate(const tune_params_t *tp);
+
 /* Predicted seconds for algorithm d moving n bytes (the whole buffer, as algo_shape_t says). */
 double tune_predict(const tune_params_t *tp, const tune_comm_t *tc, const algo_desc_t *d, double n);
 
