@@ -111,9 +111,10 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * against one read), and a close call between the arena's and single-copy reads' rates, which noise at
  * init decides either way (on a Xeon virtual machine 2 inits of 30 found single-copy reads slower, 6.8
  * and 9.5 GB/s against the arena's 8.1 and 9.6, where the others found 9 to 18 against 7 to 12), no
- * longer sends those sizes to the ring at twice the single-copy time. The single-copy AllToAll is out of
- * place only: in place it first stages its whole input in scratch, and on 2 ranks the direct one took
- * 0.45 to 0.65 of its time at every size from 16 KiB to 64 MiB (Xeon virtual machine, chorus-perf -a). */
+ * longer sends those sizes to the ring at up to twice the single-copy time. The single-copy AllToAll is
+ * out of place only: in place it first stages its whole input in scratch, and on 2 ranks the direct one
+ * took 0.20 to 0.63 of its time at every size from 16 KiB to 64 MiB (Xeon virtual machine, chorus-perf
+ * -a). */
 #define RULE(c, n, ...) {.coll = c, .name = n, __VA_ARGS__}
 static const struct algo_rule {
     coll_kind_t coll;
