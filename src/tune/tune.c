@@ -359,8 +359,8 @@ static int tune_parse_line(tune_file_t *tf, char **w, int nw, int *version_p, ch
         return 0;
     }
     snprintf(err, errlen, "cannot read \"%s ...\" (expected alpha shm|tcp|arena T, beta shm|tcp|arena|copy|cma "
-             "cache|memory RATE, beta stream memory RATE, oneway shm|tcp cache|memory RATE, gamma cache|memory T, cache SIZE, "
-             "profile SIZE RATE, rule COLL ALGO [bounds], machine, date)", w[0]);
+             "cache|memory RATE, beta stream memory RATE, oneway shm|tcp cache|memory RATE, gamma cache|memory T, "
+             "cache SIZE, profile SIZE RATE, rule COLL ALGO [bounds], machine, date)", w[0]);
     return -1;
 }
 

@@ -10,8 +10,9 @@
  * other copy is memcpy's.
  *
  * copy_out is for copies whose destination nothing reads back within the collective: a rank's own block
- * into its output, the last copy of a result. From COPY_STREAM_MIN up it streams: non-temporal stores, four pages at a time, so the
- * destination's lines are written without first being read into the cache, a third less memory traffic.
+ * into its output, the last copy of a result. From COPY_STREAM_MIN up it streams: non-temporal stores,
+ * four pages at a time, so the destination's lines are written without first being read into the cache,
+ * a third less memory traffic.
  * glibc does the same only past its non-temporal threshold, three quarters of the shared cache a thread
  * may claim; a virtual machine reports its host's whole L3 (260 MiB on one Xeon VM, a threshold of
  * 99 MiB), so copies of 4 to 64 MiB ran at 6-7 GB/s there with plain stores against 10 streamed, and a

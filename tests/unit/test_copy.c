@@ -1,5 +1,5 @@
-/* copy_bytes and copy_out against memcpy, byte for byte: every size around the loop's and the streaming copy's
- * thresholds and every relative offset of source and destination within a cache line (the loop's ragged
+/* copy_bytes and copy_out against memcpy, byte for byte: every size around the loop's and the streaming
+ * copy's thresholds and every relative offset of source and destination within a cache line (the loop's ragged
  * head and tail), destinations at several offsets within a page (the streaming copy's head), with guard
  * bytes around the destination that must stay untouched. */
 #include <stdint.h>
