@@ -151,10 +151,12 @@ size_t algo_call_bytes(const coll_args_t *a, int nranks);
 /* The bytes of one rank's input and output buffers for a call of n bytes (as algo_call_bytes counts them)
  * out of place: what the call's data occupies in the caches, whichever algorithm runs it. */
 double algo_buffer_bytes(coll_kind_t coll, double n, int nranks);
-/* The built-in rules' choice (measured on one host, docs/algorithms.md): the first rule that fits the call
- * among the algorithms cfg allows and caps supports, or NULL. */
-const algo_desc_t *algo_rule_choice(coll_kind_t coll, size_t bytes, int in_place, const algo_caps_t *caps,
-                                    const algo_config_t *cfg);
+/* The built-in rules' choice (measured on one host, docs/algorithms.md): the registry entries (bit i:
+ * entry i) of the first rule that fits the call and names an algorithm cfg allows and caps supports,
+ * those of its algorithms only; 0 if none. More than one bit: the rule leaves the choice among them to
+ * the cost model. */
+uint64_t algo_rule_choice(coll_kind_t coll, size_t bytes, int in_place, const algo_caps_t *caps,
+                          const algo_config_t *cfg);
 /* The collective's first algorithm that cfg allows and caps supports; if cfg allows none that caps
  * supports, the first supported one. */
 const algo_desc_t *algo_first_supported(coll_kind_t coll, const algo_caps_t *caps, const algo_config_t *cfg);

@@ -145,8 +145,8 @@ static const struct algo_rule {
     RULE(COLL_ALLGATHER, "cma", .max_ranks = 2, .min_bytes = 16 << 10, .single_copy_fast = 1),
     RULE(COLL_ALLGATHER, "direct", .min_ranks = 3),
     RULE(COLL_ALLGATHER, "direct", .max_bytes = 64 << 10),
-    RULE(COLL_ALLGATHER, "cma", .max_ranks = 2, .min_bytes = 1 << 20, .max_bytes = 4 << 20),
     RULE(COLL_ALLGATHER, "cma", .max_ranks = 2, .min_bytes = 1 << 20, .single_copy_saves = 1),
+    RULE(COLL_ALLGATHER, "direct,ring,cma", .max_ranks = 2),
     RULE(COLL_ALLGATHER, "rd", .max_bytes = 16 << 10, .oversubscribed = 1, .pow2 = 1),
     RULE(COLL_ALLGATHER, "bruck", .max_bytes = 64 << 10),
     RULE(COLL_ALLGATHER, "mesh", .min_bytes = 2 << 20, .max_bytes = 16 << 20, .oversubscribed = 1),
@@ -173,6 +173,7 @@ static const struct algo_rule {
          .single_copy_saves = 1),
     RULE(COLL_ALLTOALL, "direct", .in_place = 1),
     RULE(COLL_ALLTOALL, "direct", .max_bytes = 1 << 20),
+    RULE(COLL_ALLTOALL, "direct,pairwise,cma", .max_ranks = 2),
     RULE(COLL_ALLTOALL, "cma", .min_ranks = 8, .min_bytes = 4 << 20),
     RULE(COLL_ALLTOALL, "bruck", .max_bytes = 16 << 10),
     RULE(COLL_ALLTOALL, "pairwise"),
@@ -337,31 +338,38 @@ static const algo_desc_t *algo_allowed(coll_kind_t coll, const algo_caps_t *caps
     return NULL;
 }
 
-/* Each rule's registry entry, resolved once: selection runs on every call and compares no strings. */
-static size_t rule_entry[CHORUS_ARRAY_SIZE(algo_rules)];
-static pthread_once_t rule_entries_once = PTHREAD_ONCE_INIT;
+/* Each rule's registry entries (one bit each), resolved once: selection runs on every call and compares no
+ * strings. A rule names one algorithm, or several separated by commas for the model to choose among. */
+static uint64_t rule_mask[CHORUS_ARRAY_SIZE(algo_rules)];
+static pthread_once_t rule_masks_once = PTHREAD_ONCE_INIT;
 
-static void resolve_rule_entries(void)
+static void resolve_rule_masks(void)
 {
     for (size_t r = 0; r < CHORUS_ARRAY_SIZE(algo_rules); r++) {
-        rule_entry[r] = ALGO_COUNT;
-        for (size_t i = 0; i < ALGO_COUNT && rule_entry[r] == ALGO_COUNT; i++)
-            if (algo_table[i].coll == algo_rules[r].coll && strcmp(algo_table[i].name, algo_rules[r].name) == 0)
-                rule_entry[r] = i;
+        const char *name = algo_rules[r].name;
+        while (*name) {
+            size_t len = strcspn(name, ",");
+            for (size_t i = 0; i < ALGO_COUNT; i++)
+                if (algo_table[i].coll == algo_rules[r].coll && strlen(algo_table[i].name) == len &&
+                    strncmp(algo_table[i].name, name, len) == 0)
+                    rule_mask[r] |= 1ull << i;
+            name += len + (name[len] == ',');
+        }
     }
 }
 
-const algo_desc_t *algo_rule_choice(coll_kind_t coll, size_t bytes, int in_place, const algo_caps_t *caps,
-                                    const algo_config_t *cfg)
+uint64_t algo_rule_choice(coll_kind_t coll, size_t bytes, int in_place, const algo_caps_t *caps,
+                          const algo_config_t *cfg)
 {
-    pthread_once(&rule_entries_once, resolve_rule_entries);
+    pthread_once(&rule_masks_once, resolve_rule_masks);
     for (size_t r = 0; r < CHORUS_ARRAY_SIZE(algo_rules); r++) {
-        size_t i = rule_entry[r];
-        if (i < ALGO_COUNT && rule_fits(&algo_rules[r], coll, bytes, in_place, caps) && (cfg->allowed >> i & 1) &&
-            algo_supported(&algo_table[i], caps))
-            return &algo_table[i];
+        if (!rule_fits(&algo_rules[r], coll, bytes, in_place, caps)) continue;
+        uint64_t usable = 0;
+        for (size_t i = 0; i < ALGO_COUNT; i++)
+            if ((rule_mask[r] & cfg->allowed) >> i & 1 && algo_supported(&algo_table[i], caps)) usable |= 1ull << i;
+        if (usable) return usable;
     }
-    return NULL;
+    return 0;
 }
 
 const algo_desc_t *algo_first_supported(coll_kind_t coll, const algo_caps_t *caps, const algo_config_t *cfg)

@@ -1,4 +1,5 @@
-/* Selection: forced > a tuning file's rules > the built-in rules (CHORUS_TUNING=rules) > the model. */
+/* Selection: forced > a tuning file's rules > the built-in rules (CHORUS_TUNING=rules; a rule naming several
+ * algorithms leaves the model to choose among them) > the model. */
 #include <stdio.h>
 #include <string.h>
 
@@ -49,8 +50,19 @@ const algo_desc_t *tune_select(tune_state_t *ts, const coll_args_t *a, const alg
     int in_place = algo_in_place(a, ts->comm.nranks);
     const algo_desc_t *d = tune_rule_choice(&ts->file, &ts->comm, a->coll, (double)bytes, in_place, cfg);
     if (!d && ts->mode == TUNE_MODE_RULES) {
-        why = "built-in rule";
-        d = algo_rule_choice(a->coll, bytes, in_place, &ts->comm.caps, cfg);
+        uint64_t named = algo_rule_choice(a->coll, bytes, in_place, &ts->comm.caps, cfg);
+        size_t count;
+        const algo_desc_t *table = algo_registry(&count);
+        if (named & (named - 1)) {
+            why = "built-in rule, the model's choice among its algorithms";
+            const algo_desc_t **cached = &ts->rule_model_choice[in_place][a->coll][bucket];
+            algo_config_t among = {.allowed = named};
+            if (!*cached) *cached = tune_model_choice(&ts->file.params, &ts->comm, a->coll, mid, &among);
+            d = *cached;
+        } else if (named) {
+            why = "built-in rule";
+            d = &table[__builtin_ctzll(named)];
+        }
     }
     if (!d) {
         why = "model";

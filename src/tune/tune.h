@@ -159,11 +159,15 @@ typedef struct tune_state {
     /* The model's choice per collective and size bucket, made at the first call that needs it (for the
      * communicator's CHORUS_ALGO, which does not change). */
     const algo_desc_t *model_choice[COLL_COUNT][TUNE_BUCKETS];
+    /* The same among the algorithms a built-in rule names (several: it leaves the model to choose), [in
+     * place] as the rules tell the two apart. */
+    const algo_desc_t *rule_model_choice[2][COLL_COUNT][TUNE_BUCKETS];
     uint64_t logged[2][COLL_COUNT][TUNE_BUCKETS / 64]; /* decisions already logged at INFO TUNING, [in place] */
 } tune_state_t;
 
 /* The algorithm for a call: what cfg forces (CHORUS_ALGO narrowing the choice), then the tuning file's
- * rules, then (mode rules) the built-in ones, then the model's minimum. Logs each decision once per size
+ * rules, then (mode rules) the built-in ones (the model's minimum among the algorithms of one that names
+ * several), then the model's minimum. Logs each decision once per size
  * bucket at INFO TUNING, with the model's estimates of the alternatives. Never NULL for a registered
  * collective. */
 const algo_desc_t *tune_select(tune_state_t *ts, const coll_args_t *a, const algo_config_t *cfg);
