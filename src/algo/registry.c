@@ -78,8 +78,12 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * 0.65 to 0.75 of the binomial tree's (0.8 on 8 ranks at 16 KiB, level at 1 and 64 KiB; over shared
  * memory level or ahead). On 2 ranks sharing a host the direct Broadcast is level with or ahead of the
  * binomial tree at every size (0.65 of its time at 1 KiB, 0.75 at 16 KiB); the direct AllGather is ahead
- * of the ring only up to 64 KiB (0.7 of its time at 128 KiB), and the single-copy one took 0.8 to 0.9 of
- * the ring's time from 1 to 4 MiB (level at 8, behind at 16). The one-shot AllReduce, where every rank
+ * of the ring up to 64 KiB. Above, the order of direct, ring and single copy is the machine's: on the
+ * reference machine the ring was ahead of direct (0.7 of its time at 128 KiB) and single copy of the
+ * ring from 1 to 4 MiB (0.8 to 0.9 of its time; level at 8, behind at 16), on an AMD EPYC virtual machine
+ * direct ahead of both at every size from 256 KiB to 64 MiB (0.3 to 0.75 of the ring's time, 0.45 to
+ * 0.75 of single copy's), and so the rule names the three and leaves the model to choose; likewise the
+ * out-of-place AllToAll from 2 MiB among direct, pairwise and single copy (docs/algorithms.md). The one-shot AllReduce, where every rank
  * combines all p slots, is ahead up to 64 KiB on 2 ranks (0.9 to 0.95 of the ring's time) and 128 KiB on
  * 4 (level with twoshot and star there); the ring and rhd took 0.8 to 0.85 of its time on 2 ranks at
  * 128 and 256 KiB, and twoshot (level with the mesh) 0.7 to 0.9 of it on 4 ranks at 256 and 512 KiB,
