@@ -78,6 +78,10 @@ typedef struct algo_cost {
     double slot_bytes, slot_reduced;
     /* Of copied: the part copy_out streams past the cache (algo_streamed), at its own rate. */
     double streamed;
+    /* Bytes another rank copies beside this path, on a core of its own, while this path runs (a
+     * Broadcast's root, whose copies in and out can outlast its readers' reads): the call takes the
+     * longer of the two, that rank's steps included. */
+    double beside_copied;
 } algo_cost_t;
 
 typedef algo_cost_t (*algo_cost_fn)(const algo_shape_t *s);

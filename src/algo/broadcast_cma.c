@@ -33,5 +33,6 @@ chorus_result_t broadcast_cma(prims_t *p, const coll_args_t *a)
 algo_cost_t broadcast_cma_cost(const algo_shape_t *s)
 {
     double n = s->n;
-    return (algo_cost_t){.link = ALGO_LINK_CMA, .steps = 2, .bytes = n};
+    /* The readers' reads, and beside them the root's copy of n to its own output. */
+    return (algo_cost_t){.link = ALGO_LINK_CMA, .steps = 2, .bytes = n, .beside_copied = n};
 }

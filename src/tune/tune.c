@@ -119,6 +119,7 @@ double tune_predict(const tune_params_t *tp, const tune_comm_t *tc, const algo_d
     const double *rate = c.link == ALGO_LINK_CMA ? tp->beta_cma : tp->beta[link];
     if (c.bytes > 0) t += (c.bytes - c.slot_bytes) * tune_per_byte(rate, f) + c.slot_bytes / rate[TUNE_CACHE];
     if (c.oneway > 0) t += c.oneway * tune_per_byte(tp->beta_oneway[link], f);
+    t = CHORUS_MAX(t, c.steps * tp->alpha[link] + c.beside_copied * tune_per_byte(tp->beta_copy, f));
     return tune_share(tc) * t;
 }
 

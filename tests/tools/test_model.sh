@@ -123,6 +123,19 @@ echo "  single-copy allgather: 64M ${s64:-?} us (without beta stream ${n64:-?}),
 check "streamed own block at beta stream (1678 us), unstreamed at beta copy (210), no figure: beta copy's (3355)" \
     "$(awk -v a="$s64" -v b="$s4" -v c="$n64" 'BEGIN { print (a > 1675 && a < 1681 && b > 208 && b < 212 && c > 3350 && c < 3360) ? 0 : 1 }')"
 
+# The direct Broadcast's two paths, side by side: the readers' (the first slot's copy in, then n read
+# through the arena) and the root's (2 n copied); the call takes the longer. 64 MiB, arena reads at
+# 20 GB/s: copies at 10 GB/s make the root's the longer (13422 us), at 100 GB/s the readers' (3358).
+for rate in 10 100; do
+    printf '%s\n' "chorus-tuning 1" "alpha arena 0" "beta arena cache 20GB/s" "beta arena memory 20GB/s" \
+        "beta copy cache ${rate}GB/s" "beta copy memory ${rate}GB/s" "cache 4096" > "$tmp/bcast$rate"
+done
+b10=$(predicted direct broadcast -p 2 -b 64M -e 64M --arena --tuning-file "$tmp/bcast10")
+b100=$(predicted direct broadcast -p 2 -b 64M -e 64M --arena --tuning-file "$tmp/bcast100")
+echo "  direct broadcast of 64M: copies at 10 GB/s ${b10:-?} us, at 100 GB/s ${b100:-?}"
+check "the root's copies when they are longer (13422 us), else the readers' path (3358)" \
+    "$(awk -v a="$b10" -v b="$b100" 'BEGIN { print (a > 13415 && a < 13429 && b > 3355 && b < 3361) ? 0 : 1 }')"
+
 err=$("$model" allreduce -p 4 --tuning-file "$tmp/missing" 2>&1 >/dev/null)
 check "a missing file is named" "$(echo "$err" | grep -q "$tmp/missing" && echo 0 || echo 1)"
 err=$("$model" allreduce -p 8 --alpha fast 2>&1 >/dev/null)
