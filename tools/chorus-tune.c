@@ -1,6 +1,7 @@
 /*
  * chorus-tune: measures the cost model's parameters on this machine, thoroughly (TUNE_PASSES passes of
- * about a second per link, each figure their median), and writes a tuning file for CHORUS_TUNING_FILE.
+ * about a second per link, or --passes, spread over --spread seconds; each figure their median), and
+ * writes a tuning file for CHORUS_TUNING_FILE.
  * Run it under chorusrun with two ranks or more:
  *
  *     chorusrun -n 2 chorus-tune -o chorus-tuning.txt
@@ -28,7 +29,8 @@
 
 /* Passes of the measurement; each figure is their median. On a shared virtual machine a slow phase can
  * last ten seconds and more, longer than a pass: one pass there measured the arena's reads at 3.4 GB/s
- * in cache (and 4.9 in memory), the next two 22.6 and 23.4. */
+ * in cache (and 4.9 in memory), the next two 22.6 and 23.4. --passes and --spread take more passes, and
+ * spread them over minutes, for a file meant to outlast the phase it was measured in. */
 #define TUNE_PASSES 3
 
 static int fail(chorus_comm_t comm, const char *what, chorus_result_t res)
@@ -243,12 +245,27 @@ static int keep_rules(const char *path, int nranks, const int derived[TUNE_LINK_
     return 0;
 }
 
-/* The parameters of comm's links: the median of TUNE_PASSES measurements. */
-static chorus_result_t measure(chorus_comm_t comm, tune_params_t *tp, tune_link_t *link_p)
+/* How many passes, and over how many seconds their starts are spread (0: back to back). */
+typedef struct passes {
+    int count;
+    double spread_s;
+} passes_t;
+
+/* The parameters of comm's links: the median of the passes' measurements, the passes' starts spread
+ * evenly over the spread (every rank sleeps alike, then a barrier lines them up). */
+static chorus_result_t measure(chorus_comm_t comm, const passes_t *ps, tune_params_t *tp, tune_link_t *link_p)
 {
-    tune_params_t passes[TUNE_PASSES];
-    for (int i = 0; i < TUNE_PASSES; i++) CHECK(comm_tune_measure(comm, &passes[i], link_p));
-    tune_params_median(tp, passes, TUNE_PASSES);
+    tune_params_t runs[TUNE_MEDIAN_MAX];
+    int64_t start = time_now_ns();
+    for (int i = 0; i < ps->count; i++) {
+        if (i > 0 && ps->spread_s > 0) {
+            double due = ps->spread_s * i / (ps->count - 1), now = (double)(time_now_ns() - start) * 1e-9;
+            if (due > now) usleep((useconds_t)((due - now) * 1e6));
+            CHECK(chorus_barrier(comm, NULL));
+        }
+        CHECK(comm_tune_measure(comm, &runs[i], link_p));
+    }
+    tune_params_median(tp, runs, ps->count);
     return CHORUS_SUCCESS;
 }
 
@@ -257,7 +274,9 @@ int main(int argc, char **argv)
     const char *out = "chorus-tuning.txt";
     int rules = 0;
     int64_t max_bytes = 64 << 20;
+    passes_t ps = {TUNE_PASSES, 0};
     for (int i = 1; i < argc; i++) {
+        char *end = NULL;
         if (strcmp(argv[i], "-o") == 0 && i + 1 < argc)
             out = argv[++i];
         else if (strcmp(argv[i], "--rules") == 0)
@@ -265,15 +284,29 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--max-bytes") == 0 && i + 1 < argc && params_parse_size(argv[i + 1], &max_bytes) == 0 &&
                  max_bytes >= TUNE_SWEEP_MIN)
             i++;
+        else if (strcmp(argv[i], "--passes") == 0 && i + 1 < argc &&
+                 (ps.count = (int)strtol(argv[i + 1], &end, 10), *end == 0) && ps.count >= 1 &&
+                 ps.count <= TUNE_MEDIAN_MAX)
+            i++;
+        else if (strcmp(argv[i], "--spread") == 0 && i + 1 < argc &&
+                 (ps.spread_s = strtod(argv[i + 1], &end), *end == 0) && ps.spread_s >= 0 && ps.spread_s <= 3600)
+            i++;
         else {
             fprintf(stderr,
-                    "usage: chorusrun -n N chorus-tune [-o FILE] [--rules [--max-bytes SIZE]]\n"
+                    "usage: chorusrun -n N chorus-tune [-o FILE] [--passes K] [--spread S] [--rules [--max-bytes SIZE]]\n"
                     "  -o FILE            the tuning file to write (default: %s); rules it holds for other rank\n"
                     "                     counts or links are kept\n"
+                    "  --passes K         measure K times, 1 to %d, and write each figure's median (default %d)\n"
+                    "  --spread S         spread the passes' starts over S seconds, up to 3600 (default 0: back to\n"
+                    "                     back); on a shared machine whose speed moves for minutes at a time, a\n"
+                    "                     file from passes minutes apart is less the one phase it was measured in\n"
                     "  --rules            also time every algorithm of every collective on N ranks, 1K to SIZE\n"
                     "                     bytes, and write the fastest as rules (a minute or more)\n"
                     "  --max-bytes SIZE   the sweep's largest size, at least 1K (default 64M)\n",
-                    out);
+                    out, TUNE_MEDIAN_MAX, TUNE_PASSES);
+            if (strcmp(argv[i], "-h") != 0)
+                fprintf(stderr, "chorus-tune: cannot use \"%s%s%s\"\n", argv[i], i + 1 < argc ? " " : "",
+                        i + 1 < argc ? argv[i + 1] : "");
             return strcmp(argv[i], "-h") == 0 ? 0 : 2;
         }
     }
@@ -292,7 +325,7 @@ int main(int argc, char **argv)
     if (!tf) return fail(comm, "memory for the tuning file", CHORUS_ERR_NO_MEMORY);
     tune_params_t tcp;
     tune_link_t link, tcp_link = TUNE_LINK_COUNT;
-    if ((res = measure(comm, &tf->params, &link)) != CHORUS_SUCCESS) return fail(comm, "measuring", res);
+    if ((res = measure(comm, &ps, &tf->params, &link)) != CHORUS_SUCCESS) return fail(comm, "measuring", res);
     if (rules && (res = derive_rules(comm, link, (double)max_bytes, tf)) != CHORUS_SUCCESS)
         return fail(comm, "timing the algorithms", res);
     if (link == TUNE_LINK_SHM) {
@@ -305,7 +338,7 @@ int main(int argc, char **argv)
         setenv("CHORUS_TRANSPORT", "tcp", 1);
         if ((res = chorus_comm_init_rank(&tcp_comm, nranks, id, rank)) != CHORUS_SUCCESS)
             return fail(NULL, "the TCP communicator", res);
-        if ((res = measure(tcp_comm, &tcp, &tcp_link)) != CHORUS_SUCCESS)
+        if ((res = measure(tcp_comm, &ps, &tcp, &tcp_link)) != CHORUS_SUCCESS)
             return fail(tcp_comm, "measuring TCP", res);
         if (rules && (res = derive_rules(tcp_comm, tcp_link, (double)max_bytes, tf)) != CHORUS_SUCCESS)
             return fail(tcp_comm, "timing the algorithms over TCP", res);

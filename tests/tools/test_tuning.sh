@@ -21,6 +21,20 @@ check "it wrote every parameter" "$(for k in 'alpha shm' 'alpha tcp' 'alpha aren
 "$model" allreduce -p 4 --tuning-file "$tmp/tuned" > "$tmp/model" 2>&1
 check "chorus-model reads it" "$?"
 
+# --passes and --spread: two passes per link, the second 2 s after the first (shared memory, then TCP:
+# 4 s at least), still a whole file; out-of-range values are refused, naming them.
+start=$(date +%s)
+timeout 60 "$run" -n 2 "$tune" --passes 2 --spread 2 -o "$tmp/spread" > "$tmp/spread.out" 2>&1
+status=$? took=$(($(date +%s) - start))
+check "chorus-tune --passes 2 --spread 2 ran (${took} s)" "$status"
+check "its passes were spread: 4 s or more" "$([ "$took" -ge 4 ] && echo 0 || echo 1)"
+check "and it wrote the same parameters" "$(diff <(grep -v '^#\|^date' "$tmp/tuned" | awk '{ $NF = ""; print }') \
+    <(grep -v '^#\|^date' "$tmp/spread" | awk '{ $NF = ""; print }') > /dev/null && echo 0 || echo 1)"
+for bad in "--passes 0" "--passes 10" "--passes x" "--spread -1"; do
+    err=$(timeout 30 "$run" -n 2 "$tune" $bad -o "$tmp/never" 2>&1)
+    check "chorus-tune $bad is refused, naming it" "$( [ ! -e "$tmp/never" ] && echo "$err" | grep -q -- "cannot use \"$bad\"" && echo 0 || echo 1)"
+done
+
 # A rule in the file picks the algorithm (star, which nothing else would choose), and results stay right.
 cp "$tmp/tuned" "$tmp/rule"
 echo "rule allreduce star bytes<=64K" >> "$tmp/rule"
