@@ -86,7 +86,11 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * out-of-place AllToAll from 2 MiB among direct, pairwise and single copy (docs/algorithms.md). The one-shot AllReduce, where every rank
  * combines all p slots, is ahead up to 64 KiB on 2 ranks (0.9 to 0.95 of the ring's time) and 128 KiB on
  * 4 (level with twoshot and star there); the ring and rhd took 0.8 to 0.85 of its time on 2 ranks at
- * 128 and 256 KiB, and twoshot (level with the mesh) 0.7 to 0.9 of it on 4 ranks at 256 and 512 KiB,
+ * 128 and 256 KiB (reference machine), but on 2 ranks of one host two-shot takes over from 128 KiB: on an
+ * AMD EPYC virtual machine whose speed moves between two states for minutes at a time it was level with
+ * the ring and the mesh, or ahead, in the fast one (4 MiB: 226 us against 251 and 224) and 0.55 to 0.85
+ * of their time in the slow one (4 MiB: 515-549 against 637-700; 64 MiB: 0.9-0.95), where the ring
+ * loses most (docs/tuning.md, "A fifth machine"); and twoshot (level with the mesh) 0.7 to 0.9 of it on 4 ranks at 256 and 512 KiB,
  * where the star took 1.2 to 1.4 times twoshot's (alternating runs of 1000 and 2000 calls, and three
  * bench/model-check runs). In place, the pairwise and single-copy AllToAll first copy their whole input
  * to scratch, and the direct one took 0.4 to 0.65 of the pairwise one's time on 2 ranks from 4 to 64
@@ -135,6 +139,7 @@ static const struct algo_rule {
     RULE(COLL_ALLREDUCE, "cma", .max_ranks = 2, .min_bytes = 256 << 10, .in_place = -1, .single_copy_fast = 1),
     RULE(COLL_ALLREDUCE, "cma", .max_ranks = 2, .min_bytes = 2 << 20, .single_copy_fast = 1),
     RULE(COLL_ALLREDUCE, "oneshot", .max_ranks = 2, .max_bytes = 64 << 10),
+    RULE(COLL_ALLREDUCE, "twoshot", .max_ranks = 2, .min_bytes = 128 << 10),
     RULE(COLL_ALLREDUCE, "oneshot", .min_ranks = 4, .max_ranks = 4, .max_bytes = 128 << 10),
     RULE(COLL_ALLREDUCE, "twoshot", .min_ranks = 4, .max_ranks = 4, .min_bytes = 256 << 10),
     RULE(COLL_ALLREDUCE, "oneshot", .min_ranks = 3, .max_total = 1 << 20),

@@ -115,12 +115,13 @@ static void check_defaults(void)
         {COLL_ALLREDUCE, 512 << 10, 8, 0, 2, "ring", "oversubscribed, 512 KiB"},
         {COLL_ALLREDUCE, 1 << 24, 8, 1, 2, "twoshot", "oversubscribed, one host"},
         {COLL_ALLREDUCE, 1 << 24, 4, 0, 0, "ring", "cores unknown: no sharing"},
-        /* Two ranks take the mesh for large AllReduce, one rank a core or not, on one host or across two. */
+        /* Two ranks across two hosts take the mesh for large AllReduce, one rank a core or not; on one host
+         * twoshot. */
         {COLL_ALLREDUCE, 8 << 20, 2, 0, 2, "mesh", "2 ranks, 8 MiB"},
         {COLL_ALLREDUCE, 16 << 10, 2, 0, 2, "rd", "2 ranks, two hosts, 16 KiB"},
         {COLL_ALLREDUCE, 16, 2, 0, 2, "rd", "2 ranks, two hosts, 16 B"},
         {COLL_ALLREDUCE, 64 << 10, 2, 0, 2, "rhd", "2 ranks, two hosts, 64 KiB"},
-        {COLL_ALLREDUCE, 8 << 20, 2, 1, 4, "mesh", "2 ranks, 8 MiB, one host"},
+        {COLL_ALLREDUCE, 8 << 20, 2, 1, 4, "twoshot", "2 ranks, 8 MiB, one host"},
         {COLL_ALLREDUCE, 4 << 20, 2, 0, 2, "ring", "2 ranks, 4 MiB"},
         {COLL_ALLREDUCE, 8 << 20, 3, 0, 4, "ring", "3 ranks, 8 MiB"},
         /* Small AllReduce where ranks outnumber cores: the star, up to 8 ranks and 256 KiB. */
@@ -129,9 +130,9 @@ static void check_defaults(void)
         {COLL_ALLREDUCE, 1 << 10, 4, 0, 4, "rhd", "one rank a core, 1 KiB"},
         {COLL_ALLREDUCE, 1 << 10, 16, 0, 2, "rhd", "16 ranks, 1 KiB"},
         {COLL_ALLREDUCE, 1 << 10, 8, 1, 2, "oneshot", "one host, 1 KiB"},
-        /* One host: oneshot to 64 KiB on 2 ranks, 128 KiB on 4; then the ring, and twoshot on 4 ranks. */
+        /* One host: oneshot to 64 KiB on 2 ranks, 128 KiB on 4; then twoshot (2 and 4 ranks). */
         {COLL_ALLREDUCE, 64 << 10, 2, 1, 2, "oneshot", "2 ranks, one host, 64 KiB"},
-        {COLL_ALLREDUCE, 128 << 10, 2, 1, 2, "ring", "2 ranks, one host, 128 KiB"},
+        {COLL_ALLREDUCE, 128 << 10, 2, 1, 2, "twoshot", "2 ranks, one host, 128 KiB"},
         {COLL_ALLREDUCE, 128 << 10, 4, 1, 2, "oneshot", "4 ranks, one host, 128 KiB"},
         {COLL_ALLREDUCE, 256 << 10, 4, 1, 2, "twoshot", "4 ranks, one host, 256 KiB"},
         {COLL_ALLREDUCE, 512 << 10, 4, 1, 2, "twoshot", "4 ranks, one host, 512 KiB"},
@@ -329,9 +330,9 @@ static void check_single_copy_fast(void)
         int nranks, direct, in_place;
         const char *want[3], *what;
     } cases[] = {
-        {COLL_ALLREDUCE, 256 << 10, 2, 1, 0, {"ring", "cma", "ring"}, "allreduce 256 KiB"},
-        {COLL_ALLREDUCE, 256 << 10, 2, 1, 1, {"ring", "ring", "ring"}, "allreduce 256 KiB in place"},
-        {COLL_ALLREDUCE, 2 << 20, 2, 1, 1, {"ring", "cma", "ring"}, "allreduce 2 MiB in place"},
+        {COLL_ALLREDUCE, 256 << 10, 2, 1, 0, {"twoshot", "cma", "twoshot"}, "allreduce 256 KiB"},
+        {COLL_ALLREDUCE, 256 << 10, 2, 1, 1, {"twoshot", "twoshot", "twoshot"}, "allreduce 256 KiB in place"},
+        {COLL_ALLREDUCE, 2 << 20, 2, 1, 1, {"twoshot", "cma", "twoshot"}, "allreduce 2 MiB in place"},
         {COLL_ALLREDUCE, 64 << 10, 2, 1, 0, {"oneshot", "oneshot", "oneshot"}, "allreduce 64 KiB"},
         {COLL_ALLREDUCE, 1 << 20, 2, 0, 0, {"ring", "ring", "ring"}, "allreduce 1 MiB, two hosts"},
         {COLL_ALLREDUCE, 1 << 20, 4, 1, 0, {"twoshot", "twoshot", "twoshot"}, "allreduce 1 MiB, 4 ranks"},
