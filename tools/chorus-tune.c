@@ -15,10 +15,12 @@
  * link, out of place. Rules an existing file holds for other rank counts or links are kept, so runs with
  * several rank counts build one file. Rank 0 writes the file. docs/tuning.md.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "chorus/chorus.h"
@@ -260,7 +262,11 @@ static chorus_result_t measure(chorus_comm_t comm, const passes_t *ps, tune_para
     for (int i = 0; i < ps->count; i++) {
         if (i > 0 && ps->spread_s > 0) {
             double due = ps->spread_s * i / (ps->count - 1), now = (double)(time_now_ns() - start) * 1e-9;
-            if (due > now) usleep((useconds_t)((due - now) * 1e6));
+            if (due > now) {
+                double left = due - now;
+                struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+                while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {} /* interrupted: the rest */
+            }
             CHECK(chorus_barrier(comm, NULL));
         }
         CHECK(comm_tune_measure(comm, &runs[i], link_p));

@@ -83,15 +83,16 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * ring from 1 to 4 MiB (0.8 to 0.9 of its time; level at 8, behind at 16), on an AMD EPYC virtual machine
  * direct ahead of both at every size from 256 KiB to 64 MiB (0.3 to 0.75 of the ring's time, 0.45 to
  * 0.75 of single copy's), and so the rule names the three and leaves the model to choose; likewise the
- * out-of-place AllToAll from 2 MiB among direct, pairwise and single copy (docs/algorithms.md). The one-shot AllReduce, where every rank
- * combines all p slots, is ahead up to 64 KiB on 2 ranks (0.9 to 0.95 of the ring's time) and 128 KiB on
- * 4 (level with twoshot and star there); the ring and rhd took 0.8 to 0.85 of its time on 2 ranks at
- * 128 and 256 KiB (reference machine), but on 2 ranks of one host two-shot takes over from 128 KiB: on an
- * AMD EPYC virtual machine whose speed moves between two states for minutes at a time it was level with
- * the ring and the mesh, or ahead, in the fast one (4 MiB: 226 us against 251 and 224) and 0.55 to 0.85
- * of their time in the slow one (4 MiB: 515-549 against 637-700; 64 MiB: 0.9-0.95), where the ring
- * loses most (docs/tuning.md, "A fifth machine"); and twoshot (level with the mesh) 0.7 to 0.9 of it on 4 ranks at 256 and 512 KiB,
- * where the star took 1.2 to 1.4 times twoshot's (alternating runs of 1000 and 2000 calls, and three
+ * out-of-place AllToAll from 2 MiB among direct, pairwise and single copy (docs/algorithms.md). The
+ * one-shot AllReduce, where every rank combines all p slots, is ahead up to 64 KiB on 2 ranks (0.9 to
+ * 0.95 of the ring's time) and 128 KiB on 4 (level with twoshot and star there); the ring and rhd took
+ * 0.8 to 0.85 of its time on 2 ranks at 128 and 256 KiB (reference machine), but on 2 ranks of one host
+ * two-shot takes over from 128 KiB: on an AMD EPYC virtual machine whose speed moves between two states
+ * for minutes at a time it was level with the ring and the mesh, or ahead, in the fast one (4 MiB: 226
+ * us against 251 and 224) and 0.55 to 0.85 of their time in the slow one (4 MiB: 515-549 against
+ * 637-700; 64 MiB: 0.9-0.95), where the ring loses most (docs/tuning.md, "A fifth machine"); and twoshot
+ * (level with the mesh) took 0.7 to 0.9 of one-shot's time on 4 ranks at 256 and 512 KiB, where the
+ * star took 1.2 to 1.4 times twoshot's (alternating runs of 1000 and 2000 calls, and three
  * bench/model-check runs). In place, the pairwise and single-copy AllToAll first copy their whole input
  * to scratch, and the direct one took 0.4 to 0.65 of the pairwise one's time on 2 ranks from 4 to 64
  * MiB, 0.5 to 0.7 on 4 ranks at 16 and 64 MiB, and 0.6 to 0.65 on 8 at 16 MiB (alternating runs; out of
@@ -350,10 +351,15 @@ static const algo_desc_t *algo_allowed(coll_kind_t coll, const algo_caps_t *caps
 /* Each rule's registry entries (one bit each), resolved once: selection runs on every call and compares no
  * strings. A rule names one algorithm, or several separated by commas for the model to choose among. */
 static uint64_t rule_mask[CHORUS_ARRAY_SIZE(algo_rules)];
+static uint64_t needs_direct_mask, needs_single_copy_mask; /* the entries with each restriction */
 static pthread_once_t rule_masks_once = PTHREAD_ONCE_INIT;
 
 static void resolve_rule_masks(void)
 {
+    for (size_t i = 0; i < ALGO_COUNT; i++) {
+        if (algo_table[i].needs & ALGO_NEEDS_DIRECT) needs_direct_mask |= 1ull << i;
+        if (algo_table[i].needs & ALGO_NEEDS_SINGLE_COPY) needs_single_copy_mask |= 1ull << i;
+    }
     for (size_t r = 0; r < CHORUS_ARRAY_SIZE(algo_rules); r++) {
         const char *name = algo_rules[r].name;
         while (*name) {
@@ -371,12 +377,11 @@ uint64_t algo_rule_choice(coll_kind_t coll, size_t bytes, int in_place, const al
                           const algo_config_t *cfg)
 {
     pthread_once(&rule_masks_once, resolve_rule_masks);
+    /* algo_supported for every entry at once */
+    uint64_t supported = ~((caps->direct ? 0 : needs_direct_mask) | (caps->single_copy ? 0 : needs_single_copy_mask));
     for (size_t r = 0; r < CHORUS_ARRAY_SIZE(algo_rules); r++) {
-        if (!rule_fits(&algo_rules[r], coll, bytes, in_place, caps)) continue;
-        uint64_t usable = 0;
-        for (size_t i = 0; i < ALGO_COUNT; i++)
-            if ((rule_mask[r] & cfg->allowed) >> i & 1 && algo_supported(&algo_table[i], caps)) usable |= 1ull << i;
-        if (usable) return usable;
+        uint64_t usable = rule_mask[r] & cfg->allowed & supported;
+        if (usable && rule_fits(&algo_rules[r], coll, bytes, in_place, caps)) return usable;
     }
     return 0;
 }
