@@ -83,7 +83,9 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * ring from 1 to 4 MiB (0.8 to 0.9 of its time; level at 8, behind at 16), on an AMD EPYC virtual machine
  * direct ahead of both at every size from 256 KiB to 64 MiB (0.3 to 0.75 of the ring's time, 0.45 to
  * 0.75 of single copy's), and so the rule names the three and leaves the model to choose; likewise the
- * out-of-place AllToAll from 2 MiB among direct, pairwise and single copy (docs/algorithms.md). The
+ * out-of-place AllToAll above 1 MiB among direct, pairwise and single copy, and with more ranks among
+ * direct and pairwise (with the built-in figures the model takes pairwise there, as the rule did; on the
+ * AMD machine direct, 0.65 to 0.9 of pairwise's time on 8 ranks from 1 to 64 MiB; docs/algorithms.md). The
  * one-shot AllReduce, where every rank combines all p slots, is ahead up to 64 KiB on 2 ranks (0.9 to
  * 0.95 of the ring's time) and 128 KiB on 4 (level with twoshot and star there); the ring and rhd took
  * 0.8 to 0.85 of its time on 2 ranks at 128 and 256 KiB (reference machine), but on 2 ranks of one host
@@ -156,7 +158,7 @@ static const struct algo_rule {
     RULE(COLL_ALLGATHER, "direct", .min_ranks = 3),
     RULE(COLL_ALLGATHER, "direct", .max_bytes = 64 << 10),
     RULE(COLL_ALLGATHER, "cma", .max_ranks = 2, .min_bytes = 1 << 20, .single_copy_saves = 1),
-    RULE(COLL_ALLGATHER, "direct,ring,cma", .max_ranks = 2),
+    RULE(COLL_ALLGATHER, "direct,ring,cma", .max_ranks = 2, .min_bytes = 128 << 10),
     RULE(COLL_ALLGATHER, "rd", .max_bytes = 16 << 10, .oversubscribed = 1, .pow2 = 1),
     RULE(COLL_ALLGATHER, "bruck", .max_bytes = 64 << 10),
     RULE(COLL_ALLGATHER, "mesh", .min_bytes = 2 << 20, .max_bytes = 16 << 20, .oversubscribed = 1),
@@ -183,8 +185,9 @@ static const struct algo_rule {
          .single_copy_saves = 1),
     RULE(COLL_ALLTOALL, "direct", .in_place = 1),
     RULE(COLL_ALLTOALL, "direct", .max_bytes = 1 << 20),
-    RULE(COLL_ALLTOALL, "direct,pairwise,cma", .max_ranks = 2),
+    RULE(COLL_ALLTOALL, "direct,pairwise,cma", .max_ranks = 2, .min_bytes = 1 << 20),
     RULE(COLL_ALLTOALL, "cma", .min_ranks = 8, .min_bytes = 4 << 20),
+    RULE(COLL_ALLTOALL, "direct,pairwise", .min_bytes = 1 << 20),
     RULE(COLL_ALLTOALL, "bruck", .max_bytes = 16 << 10),
     RULE(COLL_ALLTOALL, "pairwise"),
     RULE(COLL_BARRIER, "direct"),

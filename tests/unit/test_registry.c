@@ -344,7 +344,7 @@ static void check_single_copy_fast(void)
         /* 2 ranks from 1 MiB: single copy wherever it saves the direct algorithms' copy, fast or not. */
         {COLL_BROADCAST, 1 << 20, 2, 1, 1, {"direct", "cma", "cma"}, "broadcast 1 MiB in place"},
         {COLL_BROADCAST, 512 << 10, 2, 1, 0, {"direct", "cma", "direct"}, "broadcast 512 KiB"},
-        /* Elsewhere from 128 KiB (AllToAll from 2 MiB) the model chooses ("model"; check_rule_model). */
+        /* Elsewhere from 128 KiB (AllToAll above 1 MiB) the model chooses ("model"; check_rule_model). */
         {COLL_ALLGATHER, 8 << 20, 2, 1, 0, {"model", "cma", "cma"}, "allgather 16 MiB"},
         {COLL_ALLGATHER, 256 << 10, 2, 1, 0, {"model", "cma", "model"}, "allgather 512 KiB"},
         {COLL_ALLTOALL, 2 << 20, 2, 1, 0, {"model", "cma", "cma"}, "alltoall 4 MiB"},
@@ -380,7 +380,7 @@ static void check_single_copy_fast(void)
 
 /* On 2 ranks of one host the built-in rules leave the model to choose the AllGather from 128 KiB among
  * direct, ring and cma (where single copy neither outruns the arena nor saves a copy), and the
- * out-of-place AllToAll from 2 MiB among direct, pairwise and cma: which wins there is the machine's
+ * out-of-place AllToAll above 1 MiB among direct, pairwise and cma: which wins there is the machine's
  * (docs/algorithms.md). The choice is the model's minimum among those, never another algorithm the model
  * prices lower, and follows the figures: with an arena twice as fast as the built-in one the direct
  * algorithms, with the arena and single-copy reads a quarter as fast the ring and the pairwise exchange. */
@@ -403,7 +403,7 @@ static void check_rule_model(void)
                         "allgather of %zu per rank, figures %zu: %s, not the model's choice", sizes[k], f, g);
             TEST_ASSERT(!figures[f].allgather || strcmp(g, figures[f].allgather) == 0,
                         "allgather of %zu per rank, figures %zu: %s", sizes[k], f, g);
-            if (sizes[k] < (1 << 20)) continue; /* AllToAll's rule starts at 2 MiB in all */
+            if (sizes[k] < (1 << 20)) continue; /* AllToAll's rule starts above 1 MiB in all */
             const char *x = pick_on(&cfg, COLL_ALLTOALL, sizes[k], 2, 1, 2);
             TEST_ASSERT(strcmp(x, model_among(COLL_ALLTOALL, sizes[k], 2, 1, "direct,pairwise,cma")) == 0,
                         "alltoall of %zu per rank, figures %zu: %s, not the model's choice", sizes[k], f, x);
@@ -412,6 +412,24 @@ static void check_rule_model(void)
         }
     }
     arena_scale = cma_scale = 1;
+    /* With more ranks, the out-of-place AllToAll above 1 MiB: the model's choice of direct and pairwise
+     * (up to 4 MiB on 8 ranks, where the single-copy one takes over), which an arena twice as fast
+     * makes direct. */
+    for (int f = 0; f < 2; f++) {
+        arena_scale = f ? 2 : 1;
+        for (int nranks = 3; nranks <= 8; nranks += 5) {
+            size_t count = (2u << 20) / (size_t)nranks;
+            const char *x = pick_on(&cfg, COLL_ALLTOALL, count, nranks, 1, nranks);
+            TEST_ASSERT(strcmp(x, model_among(COLL_ALLTOALL, count, nranks, 1, "direct,pairwise")) == 0,
+                        "alltoall of 2 MiB on %d ranks, arena x%d: %s, not the model's choice", nranks, f + 1, x);
+            TEST_ASSERT(!f || strcmp(x, "direct") == 0, "alltoall of 2 MiB on %d ranks, arena x2: %s", nranks, x);
+        }
+    }
+    arena_scale = 1;
+    /* Across hosts these rules leave the small sizes to the log p algorithms. */
+    TEST_ASSERT(strcmp(pick(&cfg, COLL_ALLGATHER, 1 << 10, 2), "bruck") == 0, "allgather 2 KiB, 2 ranks, two hosts");
+    TEST_ASSERT(strcmp(pick(&cfg, COLL_ALLTOALL, 2 << 10, 2), "bruck") == 0, "alltoall 4 KiB, 2 ranks, two hosts");
+    TEST_ASSERT(strcmp(pick(&cfg, COLL_ALLTOALL, 1 << 20, 2), "pairwise") == 0, "alltoall 2 MiB, 2 ranks, two hosts");
     /* The built-in figures price recursive doubling below all three at 16 MiB: it is not among them. */
     TEST_ASSERT(strcmp(model_among(COLL_ALLGATHER, 8 << 20, 2, 1, "ring,rd,mesh,direct,cma"), "rd") == 0,
                 "rd cheapest of all at 16 MiB (the case this checks)");
