@@ -95,7 +95,10 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * 637-700; 64 MiB: 0.9-0.95), where the ring loses most (docs/tuning.md, "A fifth machine"); and twoshot
  * (level with the mesh) took 0.7 to 0.9 of one-shot's time on 4 ranks at 256 and 512 KiB, where the
  * star took 1.2 to 1.4 times twoshot's (alternating runs of 1000 and 2000 calls, and three
- * bench/model-check runs). In place, the pairwise and single-copy AllToAll first copy their whole input
+ * bench/model-check runs). On the AMD machine two-shot was ahead from 64 KiB on 4 ranks (0.65 of
+ * one-shot's time at 64 and 128 KiB, mixed at 32) and from 32 KiB on 8 (0.4 to 0.7; level at 16 KiB,
+ * one-shot ahead below), where the Sapphire Rapids machine's 8 ranks had it at half one-shot's time at
+ * 64 KiB: 4 ranks take two-shot from 64 KiB, 8 and more from 32 KiB. In place, the pairwise and single-copy AllToAll first copy their whole input
  * to scratch, and the direct one took 0.4 to 0.65 of the pairwise one's time on 2 ranks from 4 to 64
  * MiB, 0.5 to 0.7 on 4 ranks at 16 and 64 MiB, and 0.6 to 0.65 on 8 at 16 MiB (alternating runs; out of
  * place they are level on 2 ranks from 4 MiB, and on 4 the pairwise one is level at 16 MiB and ahead at
@@ -143,8 +146,9 @@ static const struct algo_rule {
     RULE(COLL_ALLREDUCE, "cma", .max_ranks = 2, .min_bytes = 2 << 20, .single_copy_fast = 1),
     RULE(COLL_ALLREDUCE, "oneshot", .max_ranks = 2, .max_bytes = 64 << 10),
     RULE(COLL_ALLREDUCE, "twoshot", .max_ranks = 2, .min_bytes = 128 << 10),
-    RULE(COLL_ALLREDUCE, "oneshot", .min_ranks = 4, .max_ranks = 4, .max_bytes = 128 << 10),
-    RULE(COLL_ALLREDUCE, "twoshot", .min_ranks = 4, .max_ranks = 4, .min_bytes = 256 << 10),
+    RULE(COLL_ALLREDUCE, "oneshot", .min_ranks = 4, .max_ranks = 4, .max_bytes = 32 << 10),
+    RULE(COLL_ALLREDUCE, "twoshot", .min_ranks = 4, .max_ranks = 4, .min_bytes = 64 << 10),
+    RULE(COLL_ALLREDUCE, "twoshot", .min_ranks = 8, .min_bytes = 32 << 10),
     RULE(COLL_ALLREDUCE, "oneshot", .min_ranks = 3, .max_total = 1 << 20),
     RULE(COLL_ALLREDUCE, "twoshot", .min_ranks = 8),
     RULE(COLL_ALLREDUCE, "twoshot", .min_ranks = 4, .min_bytes = 4 << 20),

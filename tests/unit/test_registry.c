@@ -130,10 +130,14 @@ static void check_defaults(void)
         {COLL_ALLREDUCE, 1 << 10, 4, 0, 4, "rhd", "one rank a core, 1 KiB"},
         {COLL_ALLREDUCE, 1 << 10, 16, 0, 2, "rhd", "16 ranks, 1 KiB"},
         {COLL_ALLREDUCE, 1 << 10, 8, 1, 2, "oneshot", "one host, 1 KiB"},
-        /* One host: oneshot to 64 KiB on 2 ranks, 128 KiB on 4; then twoshot (2 and 4 ranks). */
+        /* One host: oneshot to 64 KiB on 2 ranks, 32 KiB on 4, 16 KiB on 8; then twoshot (2, 4, 8 ranks). */
         {COLL_ALLREDUCE, 64 << 10, 2, 1, 2, "oneshot", "2 ranks, one host, 64 KiB"},
         {COLL_ALLREDUCE, 128 << 10, 2, 1, 2, "twoshot", "2 ranks, one host, 128 KiB"},
-        {COLL_ALLREDUCE, 128 << 10, 4, 1, 2, "oneshot", "4 ranks, one host, 128 KiB"},
+        {COLL_ALLREDUCE, 32 << 10, 4, 1, 2, "oneshot", "4 ranks, one host, 32 KiB"},
+        {COLL_ALLREDUCE, 64 << 10, 4, 1, 2, "twoshot", "4 ranks, one host, 64 KiB"},
+        {COLL_ALLREDUCE, 16 << 10, 8, 1, 2, "oneshot", "8 ranks, one host, 16 KiB"},
+        {COLL_ALLREDUCE, 32 << 10, 8, 1, 2, "twoshot", "8 ranks, one host, 32 KiB"},
+        {COLL_ALLREDUCE, 32 << 10, 6, 1, 2, "oneshot", "6 ranks, one host, 32 KiB"},
         {COLL_ALLREDUCE, 256 << 10, 4, 1, 2, "twoshot", "4 ranks, one host, 256 KiB"},
         {COLL_ALLREDUCE, 512 << 10, 4, 1, 2, "twoshot", "4 ranks, one host, 512 KiB"},
         {COLL_ALLREDUCE, 256 << 10, 3, 1, 2, "oneshot", "3 ranks, one host, 256 KiB"},
