@@ -1,6 +1,7 @@
 /* The algorithm registry: CHORUS_ALGO's syntax (forcing, lists, exclusion, per collective, errors that
  * name the valid choices) and the default rule (small calls take the log p algorithms, large ones the
  * ring or chain; forcing and exclusion override it). */
+#include <stdio.h>
 #include <string.h>
 
 #include "algo/algo.h"
@@ -12,15 +13,12 @@
  * a copy and an arena read. */
 static int single_copy_fast;
 
-/* Selection as a communicator makes it with CHORUS_TUNING=rules and no tuning file, with as many cores
- * as ranks unless `cores` says otherwise; direct: direct access and single-copy reads; out of place
- * unless in_place. */
 /* The arena's and single-copy reads' rates in the parameters pick_args selects with, as multiples of the
  * built-in ones. */
 static double arena_scale = 1, cma_scale = 1;
 
-/* A communicator's tuning state as pick_args selects with: built-in parameters (as single_copy_fast and
- * arena_scale adjust them), nranks on one host (direct) or across hosts. */
+/* A communicator's tuning state as pick_args selects with: built-in parameters (as single_copy_fast,
+ * arena_scale and cma_scale adjust them), nranks on one host (direct) or across hosts. */
 static void state_for(tune_state_t *ts, int nranks, int direct, int cores)
 {
     memset(ts, 0, sizeof(*ts));
@@ -40,6 +38,9 @@ static void state_for(tune_state_t *ts, int nranks, int direct, int cores)
     tune_comm_set_single_copy(&ts->comm, &ts->file.params);
 }
 
+/* Selection as a communicator makes it with CHORUS_TUNING=rules and no tuning file, with as many cores
+ * as ranks unless `cores` says otherwise; direct: direct access and single-copy reads; out of place
+ * unless in_place. */
 static const char *pick_args(const algo_config_t *cfg, coll_kind_t coll, size_t count, int nranks, int direct,
                              int cores, int in_place)
 {
@@ -57,15 +58,12 @@ static const char *model_among(coll_kind_t coll, size_t count, int nranks, int d
 {
     static tune_state_t ts;
     state_for(&ts, nranks, direct, nranks);
-    algo_config_t among = {0};
-    size_t n;
-    const algo_desc_t *t = algo_registry(&n);
-    for (size_t i = 0; i < n; i++) {
-        size_t len = strlen(t[i].name);
-        const char *at = strstr(names, t[i].name);
-        if (t[i].coll == coll && at && (at == names || at[-1] == ',') && (at[len] == ',' || !at[len]))
-            among.allowed |= 1ull << i;
-    }
+    /* CHORUS_ALGO's syntax narrows the collective to the names; the model looks at that collective only. */
+    static char err[512];
+    char text[256];
+    algo_config_t among;
+    snprintf(text, sizeof(text), "%s:%s", coll_name(coll), names);
+    if (algo_config_parse(text, &among, err, sizeof(err)) != CHORUS_SUCCESS) return err;
     coll_args_t a = {coll, NULL, NULL, count, chorus_uint8, chorus_sum, 0};
     const algo_desc_t *d = tune_model_choice(&ts.file.params, &ts.comm, coll, (double)algo_call_bytes(&a, nranks), &among);
     return d ? d->name : "(none)";
