@@ -367,16 +367,13 @@ static void resolve_rule_masks(void)
         if (algo_table[i].needs & ALGO_NEEDS_DIRECT) needs_direct_mask |= 1ull << i;
         if (algo_table[i].needs & ALGO_NEEDS_SINGLE_COPY) needs_single_copy_mask |= 1ull << i;
     }
+    /* A rule's names in CHORUS_ALGO's syntax, "collective:name[,name...]", read as that parser does. */
     for (size_t r = 0; r < CHORUS_ARRAY_SIZE(algo_rules); r++) {
-        const char *name = algo_rules[r].name;
-        while (*name) {
-            size_t len = strcspn(name, ",");
-            for (size_t i = 0; i < ALGO_COUNT; i++)
-                if (algo_table[i].coll == algo_rules[r].coll && strlen(algo_table[i].name) == len &&
-                    strncmp(algo_table[i].name, name, len) == 0)
-                    rule_mask[r] |= 1ull << i;
-            name += len + (name[len] == ',');
-        }
+        char seg[128], err[256];
+        uint64_t allowed = ALGO_ALL;
+        snprintf(seg, sizeof(seg), "%s:%s", coll_names[algo_rules[r].coll], algo_rules[r].name);
+        if (config_segment(seg, &allowed, err, sizeof(err)) == CHORUS_SUCCESS)
+            rule_mask[r] = allowed & coll_mask(algo_rules[r].coll);
     }
 }
 
