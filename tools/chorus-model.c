@@ -11,6 +11,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "platform/host.h"
+#include "transport/shm/arena.h"
 #include "tune/tune.h"
 #include "util/params.h"
 
@@ -30,7 +32,8 @@ static void usage(FILE *out)
             "  --tuning-file F   parameters from a tuning file (chorus-tune)\n"
             "  --arena           one host with the host arena: include the direct algorithms\n"
             "  --ranks-per-host R, --cores C   ranks sharing a host's C cores (default: no sharing)\n"
-            "  --chunk S, --slot S             CHORUS_CHUNK_SIZE and CHORUS_SHM_SLOT_SIZE (default 256K each)\n"
+            "  --chunk S, --slot S             CHORUS_CHUNK_SIZE and CHORUS_SHM_SLOT_SIZE (default 256K and auto:\n"
+            "                    the library's choice on this machine for the ranks of the host)\n"
             "With --alpha or --beta and no tuning file, the model is the seed's: the reduction and local copies\n"
             "cost nothing unless --gamma and --copy say otherwise. Without either, the built-in parameters.\n");
 }
@@ -90,7 +93,7 @@ int main(int argc, char **argv)
     }
     tune_params_t tp;
     tune_params_builtin(&tp);
-    tune_comm_t tc = {.nranks = 0, .net = TUNE_LINK_SHM, .chunk = 256 << 10, .slot = 256 << 10};
+    tune_comm_t tc = {.nranks = 0, .net = TUNE_LINK_SHM, .chunk = 256 << 10, .slot = -1};
     double lo = 1024, hi = 256.0 * 1048576, factor = 2;
     const char *alpha = NULL, *beta = NULL, *gamma = NULL, *copy = NULL, *file = NULL;
     int arena = 0;
@@ -130,7 +133,7 @@ int main(int argc, char **argv)
         else if (strcmp(a, "--chunk") == 0)
             tc.chunk = parse_size_or_die(a, v);
         else if (strcmp(a, "--slot") == 0)
-            tc.slot = parse_size_or_die(a, v);
+            tc.slot = strcmp(v, "auto") == 0 ? -1 : parse_size_or_die(a, v);
         else if (strcmp(a, "--link") == 0 && (strcmp(v, "shm") == 0 || strcmp(v, "tcp") == 0))
             tc.net = strcmp(v, "shm") == 0 ? TUNE_LINK_SHM : TUNE_LINK_TCP;
         else {
@@ -165,6 +168,9 @@ int main(int argc, char **argv)
         if (copy) tp.beta_copy[r] = parse_value_or_die("--copy", copy);
     }
     if (copy) tp.beta_stream = 0; /* streamed copies too */
+    if (tc.slot < 0) /* CHORUS_SHM_SLOT_SIZE=auto, as rank 0 of a communicator of these ranks would take it */
+        tc.slot = (double)shm_arena_auto_slot_bytes(host_l2_bytes(), tc.ranks_per_host > 0 ? tc.ranks_per_host
+                                                                                         : tc.nranks);
     tc.caps = (algo_caps_t){.nranks = tc.nranks, .direct = arena, .single_copy = arena};
     tune_comm_set_cores(&tc, tc.cores);
 

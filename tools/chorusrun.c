@@ -387,7 +387,8 @@ int main(int argc, char **argv)
     chorus_result_t res = chorus_get_unique_id(&id);
     if (res == CHORUS_SUCCESS) res = chorus_unique_id_to_string(&id, id_text, sizeof id_text);
     if (res != CHORUS_SUCCESS) {
-        fprintf(stderr, "chorusrun: cannot create the unique id: %s\n", chorus_strerror(res));
+        fprintf(stderr, "chorusrun: cannot create the unique id: %s (%s)\n", chorus_strerror(res),
+                chorus_comm_last_error(NULL));
         rc = EXIT_FAILURE;
         goto out;
     }

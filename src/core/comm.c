@@ -108,15 +108,22 @@ static void comm_check_shm_space(chorus_comm_t comm, const bootstrap_t *bs)
         }
     if (local < 2 || lowest != comm->rank) return;
     uint64_t need = (uint64_t)local * (uint64_t)(local - 1) / 2 * (2 * (uint64_t)comm->params.shm_ring_size + 8192);
+    uint64_t arena = 0; /* the host arena too, when every rank is here (comm_setup_arena) */
+    if (local == comm->nranks && comm->params.shm_slot_size != 0)
+        arena = 2 * (uint64_t)local *
+                (comm->params.shm_slot_size > 0 ? (uint64_t)comm->params.shm_slot_size
+                                                : (uint64_t)shm_arena_auto_slot_bytes(host_l2_bytes(), local));
     struct statvfs st;
     if (statvfs("/dev/shm", &st) != 0) return;
     uint64_t avail = (uint64_t)st.f_bavail * st.f_frsize;
-    if (avail < need)
+    if (avail < need + arena)
         LOG_WARN(LOG_SUB_SHM, "/dev/shm has %llu MiB free; %d ranks on this host need %llu MiB for shared memory "
-                 "(CHORUS_SHM_RING_SIZE=%lld per direction and pair): pairs that do not fit use TCP. Enlarge "
-                 "/dev/shm (docker --shm-size) or lower CHORUS_SHM_RING_SIZE",
-                 (unsigned long long)(avail >> 20), local, (unsigned long long)((need + (1 << 20) - 1) >> 20),
-                 (long long)comm->params.shm_ring_size);
+                 "(CHORUS_SHM_RING_SIZE=%lld per direction and pair, and %llu MiB of host arena slots): pairs "
+                 "that do not fit use TCP, and without the arena the direct algorithms are off. Enlarge "
+                 "/dev/shm (docker --shm-size), or lower CHORUS_SHM_RING_SIZE and CHORUS_SHM_SLOT_SIZE",
+                 (unsigned long long)(avail >> 20), local,
+                 (unsigned long long)((need + arena + (1 << 20) - 1) >> 20), (long long)comm->params.shm_ring_size,
+                 (unsigned long long)((arena + (1 << 20) - 1) >> 20));
 }
 
 /* Spin without yielding only while this host's ranks fit its processors (those this process may run on). */
@@ -277,14 +284,17 @@ static chorus_result_t comm_setup_arena(chorus_comm_t comm, const bootstrap_t *b
     p->fp = (prims_fingerprint_t){0};
     p->op_name = "init (host arena)";
     p->deadline_ns = comm->init_deadline_ns;
-    int want = comm->params.shm_slot_size > 0 && strcmp(comm->params.transport, "tcp") != 0;
+    int want = comm->params.shm_slot_size != 0 && strcmp(comm->params.transport, "tcp") != 0;
     char name[64], why[256] = "";
     arena_offer_t offer = {0};
     shm_arena_t *arena = NULL;
     chorus_result_t res = bootstrap_shm_name(bs, comm->nranks, comm->nranks, name, sizeof(name));
     if (res != CHORUS_SUCCESS) return comm_error(comm, res, "init: cannot name the host arena");
     if (comm->rank == 0) {
-        offer.slot_bytes = (uint64_t)comm->params.shm_slot_size;
+        /* auto (-1): rank 0's L2 decides for all, as the offer carries the size */
+        offer.slot_bytes = comm->params.shm_slot_size >= 0
+                               ? (uint64_t)comm->params.shm_slot_size
+                               : (uint64_t)shm_arena_auto_slot_bytes(host_l2_bytes(), comm->nranks);
         if (want)
             offer.ok = shm_arena_create(name, comm->nranks, (size_t)offer.slot_bytes, offer.token, &arena, why,
                                         sizeof(why)) == CHORUS_SUCCESS;

@@ -11,4 +11,8 @@
  * one. A non-empty override (CHORUS_HOSTID) is used as is (truncated to HOST_ID_BYTES - 1). */
 void host_identity(const char *override, char *out, size_t len);
 
+/* The level-2 cache of the processor this thread runs on, in bytes (sysfs, else the C library's
+ * figure); 0 when neither knows. */
+size_t host_l2_bytes(void);
+
 #endif

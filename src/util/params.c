@@ -93,17 +93,24 @@ static int param_set(const struct param_desc *d, chorus_params_t *p, const char 
         return 0;
     }
     case PT_INT: return params_parse_int(text, (int64_t *)slot);
-    case PT_SIZE: return params_parse_size(text, (int64_t *)slot);
+    case PT_SIZE:
+        /* A size whose default is "auto" also takes that word: -1, resolved where the knob is used. */
+        if (strcmp(d->def, "auto") == 0 && strcasecmp(text, "auto") == 0) {
+            *(int64_t *)slot = -1;
+            return 0;
+        }
+        return params_parse_size(text, (int64_t *)slot);
     case PT_MS: return params_parse_ms(text, (int64_t *)slot);
     }
     return -1;
 }
 
-static const char *param_type_hint(param_type_t t)
+static const char *param_type_hint(const struct param_desc *d)
 {
-    switch (t) {
+    switch (d->type) {
     case PT_INT: return "an integer";
-    case PT_SIZE: return "a size such as 65536, 64K or 4M";
+    case PT_SIZE:
+        return strcmp(d->def, "auto") == 0 ? "auto or a size such as 65536, 64K or 4M" : "a size such as 65536, 64K or 4M";
     case PT_MS: return "a duration such as 500ms, 30s or 10m";
     default: return "a string";
     }
@@ -124,7 +131,7 @@ chorus_result_t params_load(chorus_params_t *p, char *err, size_t errlen)
         if (env && (d->type == PT_STR || *env)) {
             if (d->type == PT_STR) free(*(char **)((char *)p + d->offset));
             if (param_set(d, p, env) != 0) {
-                snprintf(err, errlen, "%s=\"%s\" is not valid: expected %s", name, env, param_type_hint(d->type));
+                snprintf(err, errlen, "%s=\"%s\" is not valid: expected %s", name, env, param_type_hint(d));
                 params_free(p);
                 return CHORUS_ERR_INVALID_ARGUMENT;
             }
@@ -166,6 +173,8 @@ void params_dump(const chorus_params_t *p, FILE *out)
         const void *slot = (const char *)p + d->offset;
         if (d->type == PT_STR)
             fprintf(out, "%-26s = \"%s\"%s\n", name, *(char *const *)slot, getenv(name) ? " (env)" : "");
+        else if (d->type == PT_SIZE && *(const int64_t *)slot < 0)
+            fprintf(out, "%-26s = auto%s\n", name, getenv(name) ? " (env)" : "");
         else
             fprintf(out, "%-26s = %lld%s\n", name, (long long)*(const int64_t *)slot, getenv(name) ? " (env)" : "");
     }

@@ -125,13 +125,14 @@ check "streamed own block at beta stream (1678 us), unstreamed at beta copy (210
 
 # The direct Broadcast's two paths, side by side: the readers' (the first slot's copy in, then n read
 # through the arena) and the root's (2 n copied); the call takes the longer. 64 MiB, arena reads at
-# 20 GB/s: copies at 10 GB/s make the root's the longer (13422 us), at 100 GB/s the readers' (3358).
+# 20 GB/s, slots of 256 KiB: copies at 10 GB/s make the root's the longer (13422 us), at 100 GB/s the
+# readers' (3358).
 for rate in 10 100; do
     printf '%s\n' "chorus-tuning 1" "alpha arena 0" "beta arena cache 20GB/s" "beta arena memory 20GB/s" \
         "beta copy cache ${rate}GB/s" "beta copy memory ${rate}GB/s" "cache 4096" > "$tmp/bcast$rate"
 done
-b10=$(predicted direct broadcast -p 2 -b 64M -e 64M --arena --tuning-file "$tmp/bcast10")
-b100=$(predicted direct broadcast -p 2 -b 64M -e 64M --arena --tuning-file "$tmp/bcast100")
+b10=$(predicted direct broadcast -p 2 -b 64M -e 64M --arena --slot 256K --tuning-file "$tmp/bcast10")
+b100=$(predicted direct broadcast -p 2 -b 64M -e 64M --arena --slot 256K --tuning-file "$tmp/bcast100")
 echo "  direct broadcast of 64M: copies at 10 GB/s ${b10:-?} us, at 100 GB/s ${b100:-?}"
 check "the root's copies when they are longer (13422 us), else the readers' path (3358)" \
     "$(awk -v a="$b10" -v b="$b100" 'BEGIN { print (a > 13415 && a < 13429 && b > 3355 && b < 3361) ? 0 : 1 }')"

@@ -78,9 +78,28 @@ static int child(const char *name, const uint8_t token[SHM_ARENA_TOKEN_BYTES], i
     return bad;
 }
 
+/* CHORUS_SHM_SLOT_SIZE=auto: the L2, within 256K..4M, the arena's slots in all kept to 16M. */
+static void check_auto_slot(void)
+{
+    const size_t K = 1024, M = K * K;
+    const struct {
+        size_t l2;
+        int nranks;
+        size_t slot;
+    } cases[] = {{M, 2, M},       {M, 8, M},           {M, 16, 512 * K}, {M, 64, 256 * K}, {M, 4096, 256 * K},
+                 {0, 2, 256 * K}, {128 * K, 2, 256 * K}, {512 * K, 4, 512 * K}, {2 * M, 4, 2 * M}, {2 * M, 8, M},
+                 {32 * M, 2, 4 * M}, {1280 * K, 2, 1280 * K}, {1280 * K, 8, 640 * K}, {M, 1, M}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        size_t got = shm_arena_auto_slot_bytes(cases[i].l2, cases[i].nranks);
+        TEST_ASSERT(got == cases[i].slot, "auto slot for L2 %zu on %d ranks: %zu, expected %zu", cases[i].l2,
+                    cases[i].nranks, got, cases[i].slot);
+    }
+}
+
 int main(void)
 {
     test_set_timeout(60);
+    check_auto_slot();
     char name[64], err[256];
     snprintf(name, sizeof(name), "/chorus-test-arena-%d", (int)getpid());
     uint8_t token[SHM_ARENA_TOKEN_BYTES], tag[SHM_ARENA_TAG_BYTES];

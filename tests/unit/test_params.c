@@ -40,6 +40,23 @@ static void check_load(void)
     TEST_ASSERT(p.chunk_size == 1 << 20 && strcmp(p.socket_ifname, "^docker,lo") == 0, "env values not taken");
     params_free(&p);
 
+    /* auto: only where the default is auto (the arena's slot), as -1 for the user of the knob to resolve */
+    unsetenv("CHORUS_SHM_SLOT_SIZE");
+    TEST_ASSERT(params_load(&p, err, sizeof(err)) == CHORUS_SUCCESS && p.shm_slot_size == -1, "slot default: %lld",
+                (long long)p.shm_slot_size);
+    params_free(&p);
+    setenv("CHORUS_SHM_SLOT_SIZE", "AUTO", 1);
+    TEST_ASSERT(params_load(&p, err, sizeof(err)) == CHORUS_SUCCESS && p.shm_slot_size == -1, "AUTO: %s", err);
+    params_free(&p);
+    setenv("CHORUS_SHM_SLOT_SIZE", "0", 1);
+    TEST_ASSERT(params_load(&p, err, sizeof(err)) == CHORUS_SUCCESS && p.shm_slot_size == 0, "0: %s", err);
+    params_free(&p);
+    unsetenv("CHORUS_SHM_SLOT_SIZE");
+    setenv("CHORUS_CHUNK_SIZE", "auto", 1);
+    TEST_ASSERT(params_load(&p, err, sizeof(err)) == CHORUS_ERR_INVALID_ARGUMENT, "CHORUS_CHUNK_SIZE=auto accepted");
+    TEST_ASSERT(strstr(err, "CHORUS_CHUNK_SIZE") && !strstr(err, "expected auto"), "chunk error: %s", err);
+    setenv("CHORUS_CHUNK_SIZE", "1M", 1);
+
     setenv("CHORUS_TIMEOUT", "soon", 1);
     TEST_ASSERT(params_load(&p, err, sizeof(err)) == CHORUS_ERR_INVALID_ARGUMENT, "bad value accepted");
     TEST_ASSERT(strstr(err, "CHORUS_TIMEOUT") && strstr(err, "soon"), "error does not name the knob: %s", err);

@@ -87,6 +87,14 @@ static shm_arena_t *arena_wrap(void *map, size_t map_bytes, size_t head, size_t 
     return a;
 }
 
+size_t shm_arena_auto_slot_bytes(size_t l2_bytes, int nranks)
+{
+    size_t slot = CHORUS_MIN(CHORUS_MAX(l2_bytes, SHM_ARENA_AUTO_MIN), SHM_ARENA_AUTO_MAX);
+    size_t ranks = nranks > 1 ? (size_t)nranks : 1;
+    while (slot > SHM_ARENA_AUTO_MIN && slot * 2 * ranks > SHM_ARENA_AUTO_BUDGET) slot /= 2;
+    return CHORUS_MAX(slot, SHM_ARENA_AUTO_MIN);
+}
+
 chorus_result_t shm_arena_create(const char *name, int nranks, size_t slot_bytes,
                                  uint8_t token_p[SHM_ARENA_TOKEN_BYTES], shm_arena_t **arena_p, char *err,
                                  size_t errlen)
