@@ -169,8 +169,8 @@ int main(int argc, char **argv)
     }
     if (copy) tp.beta_stream = 0; /* streamed copies too */
     if (tc.slot < 0) /* CHORUS_SHM_SLOT_SIZE=auto, as rank 0 of a communicator of these ranks would take it */
-        tc.slot = (double)shm_arena_auto_slot_bytes(host_l2_bytes(), tc.ranks_per_host > 0 ? tc.ranks_per_host
-                                                                                         : tc.nranks);
+        tc.slot = (double)shm_arena_auto_slot_bytes(
+            host_l2_bytes(), tc.ranks_per_host > 0 ? tc.ranks_per_host : tc.nranks, tc.cores);
     tc.caps = (algo_caps_t){.nranks = tc.nranks, .direct = arena, .single_copy = arena};
     tune_comm_set_cores(&tc, tc.cores);
 

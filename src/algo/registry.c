@@ -377,6 +377,20 @@ static void resolve_rule_masks(void)
     }
 }
 
+int algo_rules_valid(char *err, size_t errlen)
+{
+    for (size_t r = 0; r < CHORUS_ARRAY_SIZE(algo_rules); r++) {
+        char seg[128], why[256] = "";
+        uint64_t allowed = ALGO_ALL;
+        snprintf(seg, sizeof(seg), "%s:%s", coll_names[algo_rules[r].coll], algo_rules[r].name);
+        if (config_segment(seg, &allowed, why, sizeof(why)) != CHORUS_SUCCESS || !(allowed & coll_mask(algo_rules[r].coll))) {
+            snprintf(err, errlen, "built-in rule %zu (%s) resolves to no algorithm%s%s", r, seg, why[0] ? ": " : "", why);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 uint64_t algo_rule_choice(coll_kind_t coll, size_t bytes, int in_place, const algo_caps_t *caps,
                           const algo_config_t *cfg)
 {

@@ -95,6 +95,13 @@ static int comm_same_host(const bootstrap_t *bs, int a, int b)
     return strcmp(bootstrap_peer(bs, a)->hostid, bootstrap_peer(bs, b)->hostid) == 0;
 }
 
+/* The processors this process may run on. */
+static int comm_cpus(void)
+{
+    cpu_set_t set;
+    return sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+}
+
 /* One shared-memory segment per pair of ranks on a host: warn once per host (from its lowest rank) when
  * /dev/shm cannot hold them all, naming the size needed; the pairs that do not fit fall back to TCP. */
 static void comm_check_shm_space(chorus_comm_t comm, const bootstrap_t *bs)
@@ -112,7 +119,7 @@ static void comm_check_shm_space(chorus_comm_t comm, const bootstrap_t *bs)
     if (local == comm->nranks && comm->params.shm_slot_size != 0)
         arena = 2 * (uint64_t)local *
                 (comm->params.shm_slot_size > 0 ? (uint64_t)comm->params.shm_slot_size
-                                                : (uint64_t)shm_arena_auto_slot_bytes(host_l2_bytes(), local));
+                                                : (uint64_t)shm_arena_auto_slot_bytes(host_l2_bytes(), local, comm_cpus()));
     struct statvfs st;
     if (statvfs("/dev/shm", &st) != 0) return;
     uint64_t avail = (uint64_t)st.f_bavail * st.f_frsize;
@@ -126,12 +133,6 @@ static void comm_check_shm_space(chorus_comm_t comm, const bootstrap_t *bs)
                  (unsigned long long)((arena + (1 << 20) - 1) >> 20));
 }
 
-/* Spin without yielding only while this host's ranks fit its processors (those this process may run on). */
-static int comm_cpus(void)
-{
-    cpu_set_t set;
-    return sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
-}
 
 static void comm_decide_yield(chorus_comm_t comm, const bootstrap_t *bs)
 {
@@ -294,7 +295,7 @@ static chorus_result_t comm_setup_arena(chorus_comm_t comm, const bootstrap_t *b
         /* auto (-1): rank 0's L2 decides for all, as the offer carries the size */
         offer.slot_bytes = comm->params.shm_slot_size >= 0
                                ? (uint64_t)comm->params.shm_slot_size
-                               : (uint64_t)shm_arena_auto_slot_bytes(host_l2_bytes(), comm->nranks);
+                               : (uint64_t)shm_arena_auto_slot_bytes(host_l2_bytes(), comm->nranks, comm_cpus());
         if (want)
             offer.ok = shm_arena_create(name, comm->nranks, (size_t)offer.slot_bytes, offer.token, &arena, why,
                                         sizeof(why)) == CHORUS_SUCCESS;

@@ -496,6 +496,8 @@ static void check_params_median(void)
 int main(void)
 {
     test_set_timeout(30);
+    char err[512] = "";
+    TEST_ASSERT(algo_rules_valid(err, sizeof(err)), "%s", err);
     check_defaults();
     check_forcing();
     check_restrictions();

@@ -87,8 +87,9 @@ static shm_arena_t *arena_wrap(void *map, size_t map_bytes, size_t head, size_t 
     return a;
 }
 
-size_t shm_arena_auto_slot_bytes(size_t l2_bytes, int nranks)
+size_t shm_arena_auto_slot_bytes(size_t l2_bytes, int nranks, int cores)
 {
+    if (cores > 0 && nranks > 2 * cores) return SHM_ARENA_AUTO_MIN;
     size_t slot = CHORUS_MIN(CHORUS_MAX(l2_bytes, SHM_ARENA_AUTO_MIN), SHM_ARENA_AUTO_MAX);
     size_t ranks = nranks > 1 ? (size_t)nranks : 1;
     while (slot > SHM_ARENA_AUTO_MIN && slot * 2 * ranks > SHM_ARENA_AUTO_BUDGET) slot /= 2;

@@ -52,16 +52,18 @@ chorus_result_t shm_arena_open(const char *name, int nranks, size_t slot_bytes,
 void shm_arena_unlink(const char *name);
 void shm_arena_close(shm_arena_t *arena);
 
-/* The slot size CHORUS_SHM_SLOT_SIZE=auto stands for, given the per-core L2 (0 when unknown): the L2,
- * within SHM_ARENA_AUTO_MIN..SHM_ARENA_AUTO_MAX, halved while the arena's 2 nranks slots would pass
- * SHM_ARENA_AUTO_BUDGET (but not below the minimum). A chunk that a rank writes and a peer then reads
- * crosses from core to core fastest once it no longer fits the writer's L2: the lines written first have
- * gone to the shared cache by the time the reader asks, instead of being fetched one by one out of the
- * writer's private cache (docs/algorithms.md, "The host arena"). */
+/* The slot size CHORUS_SHM_SLOT_SIZE=auto stands for, given the per-core L2 (0 when unknown), the ranks
+ * and the cores they run on: the L2, within SHM_ARENA_AUTO_MIN..SHM_ARENA_AUTO_MAX, halved while the
+ * arena's 2 nranks slots would pass SHM_ARENA_AUTO_BUDGET (but not below the minimum). A chunk that a rank
+ * writes and a peer on another core then reads crosses fastest once it no longer fits the writer's L2:
+ * the lines written first have gone to the shared cache by the time the reader asks, instead of being
+ * fetched one by one out of the writer's private cache. Where ranks outnumber the cores more than twice
+ * over, most of a rank's peers share its core and the minimum is kept (docs/algorithms.md, "Slots of the
+ * L2's size"). */
 #define SHM_ARENA_AUTO_MIN ((size_t)256 << 10)
 #define SHM_ARENA_AUTO_MAX ((size_t)4 << 20)
 #define SHM_ARENA_AUTO_BUDGET ((size_t)16 << 20)
-size_t shm_arena_auto_slot_bytes(size_t l2_bytes, int nranks);
+size_t shm_arena_auto_slot_bytes(size_t l2_bytes, int nranks, int cores);
 
 size_t shm_arena_slot_bytes(const shm_arena_t *arena);
 /* rank's slot for phase (one of its two, by the phase's parity). */
