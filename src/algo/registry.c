@@ -361,30 +361,34 @@ static uint64_t rule_mask[CHORUS_ARRAY_SIZE(algo_rules)];
 static uint64_t needs_direct_mask, needs_single_copy_mask; /* the entries with each restriction */
 static pthread_once_t rule_masks_once = PTHREAD_ONCE_INIT;
 
+/* Rule r's entries: its names in CHORUS_ALGO's syntax, "collective:name[,name...]", read as that parser
+ * does; 0 if they do not resolve (why says how, where the parser tells). */
+static uint64_t rule_entries(size_t r, char *why, size_t whylen)
+{
+    char seg[128];
+    uint64_t allowed = ALGO_ALL;
+    snprintf(seg, sizeof(seg), "%s:%s", coll_names[algo_rules[r].coll], algo_rules[r].name);
+    if (config_segment(seg, &allowed, why, whylen) != CHORUS_SUCCESS) return 0;
+    return allowed & coll_mask(algo_rules[r].coll);
+}
+
 static void resolve_rule_masks(void)
 {
     for (size_t i = 0; i < ALGO_COUNT; i++) {
         if (algo_table[i].needs & ALGO_NEEDS_DIRECT) needs_direct_mask |= 1ull << i;
         if (algo_table[i].needs & ALGO_NEEDS_SINGLE_COPY) needs_single_copy_mask |= 1ull << i;
     }
-    /* A rule's names in CHORUS_ALGO's syntax, "collective:name[,name...]", read as that parser does. */
-    for (size_t r = 0; r < CHORUS_ARRAY_SIZE(algo_rules); r++) {
-        char seg[128], err[256];
-        uint64_t allowed = ALGO_ALL;
-        snprintf(seg, sizeof(seg), "%s:%s", coll_names[algo_rules[r].coll], algo_rules[r].name);
-        if (config_segment(seg, &allowed, err, sizeof(err)) == CHORUS_SUCCESS)
-            rule_mask[r] = allowed & coll_mask(algo_rules[r].coll);
-    }
+    char why[256];
+    for (size_t r = 0; r < CHORUS_ARRAY_SIZE(algo_rules); r++) rule_mask[r] = rule_entries(r, why, sizeof(why));
 }
 
 int algo_rules_valid(char *err, size_t errlen)
 {
     for (size_t r = 0; r < CHORUS_ARRAY_SIZE(algo_rules); r++) {
-        char seg[128], why[256] = "";
-        uint64_t allowed = ALGO_ALL;
-        snprintf(seg, sizeof(seg), "%s:%s", coll_names[algo_rules[r].coll], algo_rules[r].name);
-        if (config_segment(seg, &allowed, why, sizeof(why)) != CHORUS_SUCCESS || !(allowed & coll_mask(algo_rules[r].coll))) {
-            snprintf(err, errlen, "built-in rule %zu (%s) resolves to no algorithm%s%s", r, seg, why[0] ? ": " : "", why);
+        char why[256] = "";
+        if (!rule_entries(r, why, sizeof(why))) {
+            snprintf(err, errlen, "built-in rule %zu (%s %s) resolves to no algorithm%s%s", r,
+                     coll_names[algo_rules[r].coll], algo_rules[r].name, why[0] ? ": " : "", why);
             return 0;
         }
     }
