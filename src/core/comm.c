@@ -133,7 +133,6 @@ static void comm_check_shm_space(chorus_comm_t comm, const bootstrap_t *bs)
                  (unsigned long long)((arena + (1 << 20) - 1) >> 20));
 }
 
-
 static void comm_decide_yield(chorus_comm_t comm, const bootstrap_t *bs)
 {
     int local = 0;
@@ -273,7 +272,7 @@ static chorus_result_t comm_setup_single_copy(chorus_comm_t comm)
 }
 
 /* Agree on the host arena, when every rank is on this host: rank 0 creates it and offers its name's
- * token; every rank that wants it (CHORUS_SHM_SLOT_SIZE > 0, CHORUS_TRANSPORT not tcp) maps it, publishes
+ * token; every rank that wants it (CHORUS_SHM_SLOT_SIZE not 0, CHORUS_TRANSPORT not tcp) maps it, publishes
  * its process id for single-copy reads, and answers; rank 0 unlinks it once all have answered. Either
  * every rank uses it or none does (then the direct algorithms are simply not chosen); the same holds for
  * single-copy reads, checked next. */
