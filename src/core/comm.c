@@ -102,6 +102,14 @@ static int comm_cpus(void)
     return sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
 }
 
+/* The host arena's slot size: CHORUS_SHM_SLOT_SIZE, or for auto (-1) what this machine's L2 and cores
+ * make of it for the communicator's ranks (0: no arena). Rank 0's answer is the one all ranks use. */
+static size_t comm_arena_slot_bytes(chorus_comm_t comm)
+{
+    if (comm->params.shm_slot_size >= 0) return (size_t)comm->params.shm_slot_size;
+    return shm_arena_auto_slot_bytes(host_l2_bytes(), comm->nranks, comm_cpus());
+}
+
 /* One shared-memory segment per pair of ranks on a host: warn once per host (from its lowest rank) when
  * /dev/shm cannot hold them all, naming the size needed; the pairs that do not fit fall back to TCP. */
 static void comm_check_shm_space(chorus_comm_t comm, const bootstrap_t *bs)
@@ -116,10 +124,7 @@ static void comm_check_shm_space(chorus_comm_t comm, const bootstrap_t *bs)
     if (local < 2 || lowest != comm->rank) return;
     uint64_t need = (uint64_t)local * (uint64_t)(local - 1) / 2 * (2 * (uint64_t)comm->params.shm_ring_size + 8192);
     uint64_t arena = 0; /* the host arena too, when every rank is here (comm_setup_arena) */
-    if (local == comm->nranks && comm->params.shm_slot_size != 0)
-        arena = 2 * (uint64_t)local *
-                (comm->params.shm_slot_size > 0 ? (uint64_t)comm->params.shm_slot_size
-                                                : (uint64_t)shm_arena_auto_slot_bytes(host_l2_bytes(), local, comm_cpus()));
+    if (local == comm->nranks) arena = 2 * (uint64_t)local * comm_arena_slot_bytes(comm);
     struct statvfs st;
     if (statvfs("/dev/shm", &st) != 0) return;
     uint64_t avail = (uint64_t)st.f_bavail * st.f_frsize;
@@ -291,10 +296,7 @@ static chorus_result_t comm_setup_arena(chorus_comm_t comm, const bootstrap_t *b
     chorus_result_t res = bootstrap_shm_name(bs, comm->nranks, comm->nranks, name, sizeof(name));
     if (res != CHORUS_SUCCESS) return comm_error(comm, res, "init: cannot name the host arena");
     if (comm->rank == 0) {
-        /* auto (-1): rank 0's L2 decides for all, as the offer carries the size */
-        offer.slot_bytes = comm->params.shm_slot_size >= 0
-                               ? (uint64_t)comm->params.shm_slot_size
-                               : (uint64_t)shm_arena_auto_slot_bytes(host_l2_bytes(), comm->nranks, comm_cpus());
+        offer.slot_bytes = (uint64_t)comm_arena_slot_bytes(comm); /* the offer carries it to all */
         if (want)
             offer.ok = shm_arena_create(name, comm->nranks, (size_t)offer.slot_bytes, offer.token, &arena, why,
                                         sizeof(why)) == CHORUS_SUCCESS;

@@ -82,6 +82,9 @@ int params_parse_ms(const char *text, int64_t *out)
     return parse_scaled(text, names, mult, out);
 }
 
+/* A size whose default is "auto" also takes that word (as -1, resolved where the knob is used). */
+static int param_takes_auto(const struct param_desc *d) { return d->type == PT_SIZE && strcmp(d->def, "auto") == 0; }
+
 static int param_set(const struct param_desc *d, chorus_params_t *p, const char *text)
 {
     void *slot = (char *)p + d->offset;
@@ -94,8 +97,7 @@ static int param_set(const struct param_desc *d, chorus_params_t *p, const char 
     }
     case PT_INT: return params_parse_int(text, (int64_t *)slot);
     case PT_SIZE:
-        /* A size whose default is "auto" also takes that word: -1, resolved where the knob is used. */
-        if (strcmp(d->def, "auto") == 0 && strcasecmp(text, "auto") == 0) {
+        if (param_takes_auto(d) && strcasecmp(text, "auto") == 0) {
             *(int64_t *)slot = -1;
             return 0;
         }
@@ -110,7 +112,7 @@ static const char *param_type_hint(const struct param_desc *d)
     switch (d->type) {
     case PT_INT: return "an integer";
     case PT_SIZE:
-        return strcmp(d->def, "auto") == 0 ? "auto or a size such as 65536, 64K or 4M" : "a size such as 65536, 64K or 4M";
+        return param_takes_auto(d) ? "auto or a size such as 65536, 64K or 4M" : "a size such as 65536, 64K or 4M";
     case PT_MS: return "a duration such as 500ms, 30s or 10m";
     default: return "a string";
     }
