@@ -155,13 +155,13 @@ size_t algo_call_bytes(const coll_args_t *a, int nranks);
 /* The bytes of one rank's input and output buffers for a call of n bytes (as algo_call_bytes counts them)
  * out of place: what the call's data occupies in the caches, whichever algorithm runs it. */
 double algo_buffer_bytes(coll_kind_t coll, double n, int nranks);
+/* Whether every built-in rule names only algorithms of its collective that exist; if not, err says which
+ * rule (by number and text) and why (a misspelled name would otherwise leave the rule silently empty). */
+int algo_rules_valid(char *err, size_t errlen);
 /* The built-in rules' choice (measured on one host, docs/algorithms.md): the registry entries (bit i:
  * entry i) of the first rule that fits the call and names an algorithm cfg allows and caps supports,
  * those of its algorithms only; 0 if none. More than one bit: the rule leaves the choice among them to
  * the cost model. */
-/* Whether every built-in rule names only algorithms of its collective that exist; if not, err says which
- * rule (by number and text) and why (a misspelled name would otherwise leave the rule silently empty). */
-int algo_rules_valid(char *err, size_t errlen);
 uint64_t algo_rule_choice(coll_kind_t coll, size_t bytes, int in_place, const algo_caps_t *caps,
                           const algo_config_t *cfg);
 /* The collective's first algorithm that cfg allows and caps supports; if cfg allows none that caps

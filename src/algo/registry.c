@@ -98,8 +98,8 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * bench/model-check runs). On the AMD machine two-shot was ahead from 64 KiB on 4 ranks (0.65 of
  * one-shot's time at 64 and 128 KiB, mixed at 32) and from 32 KiB on 8 (0.4 to 0.7; level at 16 KiB,
  * one-shot ahead below), where the Sapphire Rapids machine's 8 ranks had it at half one-shot's time at
- * 64 KiB: 4 ranks take two-shot from 64 KiB, 8 and more from 32 KiB. In place, the pairwise and single-copy AllToAll first copy their whole input
- * to scratch, and the direct one took 0.4 to 0.65 of the pairwise one's time on 2 ranks from 4 to 64
+ * 64 KiB: 4 ranks take two-shot from 64 KiB, 8 and more from 32 KiB. In place, the pairwise and
+ * single-copy AllToAll first copy their whole input to scratch, and the direct one took 0.4 to 0.65 of the pairwise one's time on 2 ranks from 4 to 64
  * MiB, 0.5 to 0.7 on 4 ranks at 16 and 64 MiB, and 0.6 to 0.65 on 8 at 16 MiB (alternating runs; out of
  * place they are level on 2 ranks from 4 MiB, and on 4 the pairwise one is level at 16 MiB and ahead at
  * 64). Small AllReduce on 2 ranks over connections takes recursive doubling, one exchange of the whole
