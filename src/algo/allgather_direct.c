@@ -3,6 +3,7 @@
  * its arena slot, then copies every other rank's chunk into its place in the output, and its own straight
  * from its input (not at all in place): the input and the output are the user's buffers, placed alike,
  * where the slot is page-aligned and a copy between different offsets is the slower one (util/copy.h).
+ * Copies into the output stream past the cache from an output of COPY_STREAM_MIN (copy_out_part).
  *
  * Steps: 1 synchronisation per chunk (ceil(n / (p slot))). Bytes per rank: n/p copied in, n copied out;
  * nothing crosses a connection. Restrictions: direct access (every rank on one host, sharing the host
@@ -18,6 +19,8 @@ chorus_result_t allgather_direct(prims_t *p, const coll_args_t *a)
     int rank = prims_rank(p);
     const char *in = a->sendbuf;
     char *out = a->recvbuf;
+    /* Nothing reads the output back, in place either (only the own block was read, and stays). */
+    size_t whole = a->count * elem * (size_t)prims_nranks(p);
     for (size_t off = 0; off < a->count; off += per) {
         size_t bytes = CHORUS_MIN(per, a->count - off) * elem;
         const void *const *slots;
@@ -26,9 +29,9 @@ chorus_result_t allgather_direct(prims_t *p, const coll_args_t *a)
         for (int q = 0; q < prims_nranks(p); q++) {
             char *dst = out + ((size_t)q * a->count + off) * elem;
             if (q != rank)
-                copy_bytes(dst, slots[q], bytes);
+                copy_out_part(dst, slots[q], bytes, whole);
             else if (dst != in + off * elem)
-                copy_out(dst, in + off * elem, bytes);
+                copy_out_part(dst, in + off * elem, bytes, whole);
         }
     }
     return CHORUS_SUCCESS;
@@ -40,5 +43,5 @@ algo_cost_t allgather_direct_cost(const algo_shape_t *s)
     int p = s->p;
     double n = s->n;
     return (algo_cost_t){.link = ALGO_LINK_ARENA, .steps = algo_pieces(n, p * s->slot), .bytes = (p - 1.0) / p * n,
-                         .copied = 2 * n / p};
+                         .copied = 2 * n / p, .streamed = algo_streamed_part(n / p, n)};
 }

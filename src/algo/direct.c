@@ -50,14 +50,14 @@ chorus_result_t direct_reduce_scatter_chunk(prims_t *p, const char *in, size_t c
     return CHORUS_SUCCESS;
 }
 
-chorus_result_t direct_gather_slices(prims_t *p, char *out, size_t cnt, size_t elem)
+chorus_result_t direct_gather_slices(prims_t *p, char *out, size_t cnt, size_t elem, size_t whole)
 {
     const void *const *slots;
     CHECK(prims_direct_wait_all(p, &slots));
     for (int q = 0; q < prims_nranks(p); q++) {
         size_t soff, scnt;
         prims_partition(cnt, prims_nranks(p), q, &soff, &scnt);
-        copy_bytes(out + soff * elem, slots[q], scnt * elem);
+        copy_out_part(out + soff * elem, slots[q], scnt * elem, whole);
     }
     return CHORUS_SUCCESS;
 }
@@ -83,10 +83,13 @@ chorus_result_t direct_twoshot(prims_t *p, const coll_args_t *a, int everyone)
     prims_reduce_t red = algo_reduction(a);
     size_t per = direct_chunk_elems(p, 1, red.elem);
     int receiver = everyone || prims_rank(p) == a->root;
+    /* In place, each chunk of the output was read into the slot just before: in cache, not streamed (4
+     * ranks in place at 16 MiB: 8.5 ms streamed against 8.1). */
+    size_t whole = a->sendbuf != a->recvbuf ? a->count * red.elem : 0;
     for (size_t off = 0; off < a->count; off += per) {
         size_t cnt = CHORUS_MIN(per, a->count - off);
         CHECK(direct_reduce_scatter_chunk(p, (const char *)a->sendbuf + off * red.elem, cnt, &red));
-        if (receiver) CHECK(direct_gather_slices(p, (char *)a->recvbuf + off * red.elem, cnt, red.elem));
+        if (receiver) CHECK(direct_gather_slices(p, (char *)a->recvbuf + off * red.elem, cnt, red.elem, whole));
     }
     return CHORUS_SUCCESS;
 }

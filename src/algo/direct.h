@@ -34,8 +34,9 @@ chorus_result_t direct_put_pieces(prims_t *p, const char *buf, size_t block_elem
 /* The reduce-scatter half of two-shot AllReduce, for a chunk of cnt elements at in: phase 1 publishes the
  * chunk, phase 2 this rank's slice of it (prims_partition) combined from all p chunks. */
 chorus_result_t direct_reduce_scatter_chunk(prims_t *p, const char *in, size_t cnt, const prims_reduce_t *red);
-/* Wait for the phase's p slices of a chunk of cnt elements and copy them, in rank order, to out. */
-chorus_result_t direct_gather_slices(prims_t *p, char *out, size_t cnt, size_t elem);
+/* Wait for the phase's p slices of a chunk of cnt elements and copy them, in rank order, to out, a piece
+ * of an output of `whole` bytes (copy_out_part; 0 where out is in cache). */
+chorus_result_t direct_gather_slices(prims_t *p, char *out, size_t cnt, size_t elem, size_t whole);
 
 /* The one-shot and two-shot reductions (AllReduce when everyone, Reduce to a->root otherwise), chunk by
  * slot-sized chunk. One-shot: every rank publishes its chunk and the receivers combine all p of them. Two-

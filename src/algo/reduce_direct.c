@@ -5,7 +5,8 @@
  * into its output.
  *
  * Steps: 2 synchronisations per chunk. Bytes per rank: n copied in, n read while combining, n/p written
- * (slot to slot: in cache however large n is); the root copies n out. Nothing crosses a connection.
+ * (slot to slot: in cache however large n is); the root copies n out (out of place, streamed past the
+ * cache from COPY_STREAM_MIN: copy_out_part). Nothing crosses a connection.
  * Restrictions: direct access (every rank on one host, sharing the host arena).
  */
 #include "algo/direct.h"
@@ -19,5 +20,6 @@ algo_cost_t reduce_direct_cost(const algo_shape_t *s)
     double n = s->n;
     return (algo_cost_t){.link = ALGO_LINK_ARENA, .steps = 2 * algo_pieces(n, s->slot),
                          .bytes = 2.0 * (p - 1) / p * n, .copied = 2 * n + n / p, .reduced = (p - 1.0) / p * n,
-                         .slot_bytes = (p - 1.0) / p * n, .slot_reduced = (p - 1.0) / p * n};
+                         .slot_bytes = (p - 1.0) / p * n, .slot_reduced = (p - 1.0) / p * n,
+                         .streamed = algo_streamed_part(n, n)};
 }

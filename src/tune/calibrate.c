@@ -172,7 +172,8 @@ static chorus_result_t tune_measure_arena(prims_t *p, tune_state_t *ts, const tu
                                   .shared = ts->comm.caps.oversubscribed};
             algo_cost_t c = costs[w](&shape);
             double rest = t[w] / share - c.steps * tp->alpha[TUNE_LINK_ARENA] -
-                          (c.copied - c.streamed) / tp->beta_copy[r] - c.streamed / tune_stream_rate(tp);
+                          (c.copied - c.streamed) / tp->beta_copy[r] -
+                          c.streamed * tune_stream_per_byte(tp, 1 / tp->beta_copy[r]);
             if (me == 0)
                 LOG_DEBUG(LOG_SUB_TUNING, "calibration: %s allgather of %zu bytes per rank: best %.1f us per call "
                           "of %d batches of %d; %.1f us left to %.0f bytes of reads after %.0f steps and %.0f bytes copied",

@@ -105,6 +105,11 @@ double tune_stream_rate(const tune_params_t *tp)
     return tp->beta_stream > 0 ? tp->beta_stream : tp->beta_copy[TUNE_MEMORY];
 }
 
+double tune_stream_per_byte(const tune_params_t *tp, double copy_per_byte)
+{
+    return CHORUS_MIN(1 / tune_stream_rate(tp), copy_per_byte);
+}
+
 double tune_predict(const tune_params_t *tp, const tune_comm_t *tc, const algo_desc_t *d, double n)
 {
     algo_shape_t shape = {.p = tc->nranks, .n = n, .chunk = tc->chunk, .slot = tc->slot, .shared = tc->caps.oversubscribed};
@@ -112,8 +117,8 @@ double tune_predict(const tune_params_t *tp, const tune_comm_t *tc, const algo_d
     tune_link_t link = c.link == ALGO_LINK_NET ? tc->net : TUNE_LINK_ARENA;
     double f = tune_memory_share(tp, tc, algo_buffer_bytes(d->coll, n, tc->nranks));
     /* What stays in cache at any size (a combine over slot-sized chunks): the cache rates whatever f is. */
-    double t = c.steps * tp->alpha[link] + (c.copied - c.streamed) * tune_per_byte(tp->beta_copy, f) +
-               c.streamed / tune_stream_rate(tp) +
+    double copy = tune_per_byte(tp->beta_copy, f);
+    double t = c.steps * tp->alpha[link] + (c.copied - c.streamed) * copy + c.streamed * tune_stream_per_byte(tp, copy) +
                (c.reduced - c.slot_reduced) * ((1 - f) * tp->gamma[TUNE_CACHE] + f * tp->gamma[TUNE_MEMORY]) +
                c.slot_reduced * tp->gamma[TUNE_CACHE];
     const double *rate = c.link == ALGO_LINK_CMA ? tp->beta_cma : tp->beta[link];

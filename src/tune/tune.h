@@ -90,6 +90,10 @@ void tune_params_builtin(tune_params_t *tp);
 
 /* Bytes per second of a streamed copy: beta_stream, or where none was measured beta_copy's in memory. */
 double tune_stream_rate(const tune_params_t *tp);
+/* Seconds per streamed byte where a plain copy takes copy_per_byte: the stream rate's, but never more than
+ * the plain copy's (copies stream only where that measured no slower: util/copy.h; a call of a few MiB,
+ * whose plain copies the model prices at cache rates, would otherwise be priced as if it went to memory). */
+double tune_stream_per_byte(const tune_params_t *tp, double copy_per_byte);
 
 /* Predicted seconds for algorithm d moving n bytes (the whole buffer, as algo_shape_t says). */
 double tune_predict(const tune_params_t *tp, const tune_comm_t *tc, const algo_desc_t *d, double n);

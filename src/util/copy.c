@@ -52,7 +52,7 @@ __attribute__((target("avx2"))) static inline void stream_row(char *d, const cha
     _mm256_stream_si256((__m256i *)(d + 96), e);
 }
 
-/* n >= COPY_STREAM_MIN. The head up to d's next page and the ragged tail go through memcpy; in between,
+/* n >= COPY_PIECE_STREAM_MIN. The head up to d's next page and the ragged tail go through memcpy; in between,
  * each step takes one row from each of four consecutive pages, as glibc's large copy does, so the
  * hardware prefetchers see four streams and the stores fill four pages' write-combining buffers. */
 __attribute__((target("avx2"))) static void copy_stream(char *d, const char *s, size_t n)
@@ -70,13 +70,15 @@ __attribute__((target("avx2"))) static void copy_stream(char *d, const char *s, 
     memcpy(d, s, n);
 }
 
-void copy_out(void *dst, const void *src, size_t n)
+void copy_out_part(void *dst, const void *src, size_t n, size_t whole)
 {
-    if (n >= COPY_STREAM_MIN && __builtin_cpu_supports("avx2"))
+    if (whole >= COPY_STREAM_MIN && n >= COPY_PIECE_STREAM_MIN && __builtin_cpu_supports("avx2"))
         copy_stream(dst, src, n);
     else
         copy_bytes(dst, src, n);
 }
+
+void copy_out(void *dst, const void *src, size_t n) { copy_out_part(dst, src, n, n); }
 
 void copy_bytes(void *dst, const void *src, size_t n)
 {
@@ -91,4 +93,9 @@ void copy_bytes(void *dst, const void *src, size_t n)
 #else
 void copy_bytes(void *dst, const void *src, size_t n) { memcpy(dst, src, n); }
 void copy_out(void *dst, const void *src, size_t n) { memcpy(dst, src, n); }
+void copy_out_part(void *dst, const void *src, size_t n, size_t whole)
+{
+    (void)whole;
+    memcpy(dst, src, n);
+}
 #endif

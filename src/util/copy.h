@@ -12,7 +12,10 @@
  * copy_out is for copies whose destination nothing reads back within the collective: a rank's own block
  * into its output, the last copy of a result. From COPY_STREAM_MIN up it streams: non-temporal stores,
  * four pages at a time, so the destination's lines are written without first being read into the cache,
- * a third less memory traffic.
+ * a third less memory traffic. The direct algorithms write their outputs a slot-sized chunk at a time, each
+ * chunk a piece of one large output: copy_out_part streams the pieces of an output of COPY_STREAM_MIN and
+ * up (4 ranks' direct AllGather and AllToAll of 16 and 64 MiB out of place took 0.6 to 0.8 of the time
+ * with plain stores on a Xeon virtual machine; docs/design.md, Copies).
  * glibc does the same only past its non-temporal threshold, three quarters of the shared cache a thread
  * may claim; a virtual machine reports its host's whole L3 (260 MiB on one Xeon VM, a threshold of
  * 99 MiB), so copies of 4 to 64 MiB ran at 6-7 GB/s there with plain stores against 10 streamed, and a
@@ -35,5 +38,12 @@ void copy_bytes(void *dst, const void *src, size_t n);
 
 /* copy_bytes into a destination nothing reads back soon: large copies stream past the cache. */
 void copy_out(void *dst, const void *src, size_t n);
+
+/* One piece of n bytes of a larger copy_out of `whole` bytes made piece by piece (a chunk at a time through
+ * arena slots): it streams when the whole would, once the piece spans a few pages (COPY_PIECE_STREAM_MIN).
+ * A destination the collective has just read (an in-place call's chunk, in cache) is not such a copy:
+ * pass whole = 0 there. */
+#define COPY_PIECE_STREAM_MIN (16u << 10)
+void copy_out_part(void *dst, const void *src, size_t n, size_t whole);
 
 #endif

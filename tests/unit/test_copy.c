@@ -1,4 +1,4 @@
-/* copy_bytes and copy_out against memcpy, byte for byte: every size around the loop's and the streaming
+/* copy_bytes, copy_out and copy_out_part against memcpy, byte for byte: every size around the loop's and the streaming
  * copy's thresholds and every relative offset of source and destination within a cache line (the loop's ragged
  * head and tail), destinations at several offsets within a page (the streaming copy's head), with guard
  * bytes around the destination that must stay untouched. */
@@ -10,6 +10,9 @@
 #include "util/copy.h"
 
 typedef void copy_fn(void *, const void *, size_t);
+
+/* A piece of a large output: streamed whatever its own size, from COPY_PIECE_STREAM_MIN. */
+static void copy_piece(void *dst, const void *src, size_t n) { copy_out_part(dst, src, n, COPY_STREAM_MIN); }
 
 static int check_one(copy_fn *copy, size_t n, size_t soff, size_t doff, unsigned char *src, unsigned char *dst)
 {
@@ -33,12 +36,13 @@ int main(void)
     TEST_ASSERT(posix_memalign((void **)&src, 4096, max + 128) == 0, "alloc");
     TEST_ASSERT(posix_memalign((void **)&dst, 4096, max + 4096 + 256) == 0, "alloc");
     static const size_t sizes[] = {0, 1, 31, 32, 63, 64, 4095, 4096, 4097, 4127, 4159, 65536, 65537, 262144 + 77,
+                                   COPY_PIECE_STREAM_MIN - 1, COPY_PIECE_STREAM_MIN, COPY_PIECE_STREAM_MIN + 4096 + 3,
                                    (1u << 20) - 1, 1u << 20, (1u << 20) + 1, (4u << 20) - 1, 4u << 20,
                                    (4u << 20) + 1, (4u << 20) + 4 * 4096 + 77, (4u << 20) + 5 * 4096};
     int bad = 0;
-    copy_fn *const copies[] = {copy_bytes, copy_out};
-    const char *const names[] = {"copy_bytes", "copy_out"};
-    for (int c = 0; c < 2; c++) {
+    copy_fn *const copies[] = {copy_bytes, copy_out, copy_piece};
+    const char *const names[] = {"copy_bytes", "copy_out", "copy_out_part"};
+    for (int c = 0; c < 3; c++) {
         for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
             for (size_t soff = 0; soff < 64; soff += (sizes[k] > 100000 ? 13 : 1))
                 for (size_t doff = 0; doff < 64; doff += (sizes[k] > 100000 ? 17 : 3))

@@ -432,10 +432,14 @@ static void check_rule_model(void)
     TEST_ASSERT(strcmp(pick(&cfg, COLL_ALLGATHER, 1 << 10, 2), "bruck") == 0, "allgather 2 KiB, 2 ranks, two hosts");
     TEST_ASSERT(strcmp(pick(&cfg, COLL_ALLTOALL, 2 << 10, 2), "bruck") == 0, "alltoall 4 KiB, 2 ranks, two hosts");
     TEST_ASSERT(strcmp(pick(&cfg, COLL_ALLTOALL, 1 << 20, 2), "pairwise") == 0, "alltoall 2 MiB, 2 ranks, two hosts");
-    /* The built-in figures price recursive doubling below all three at 16 MiB: it is not among them. */
-    TEST_ASSERT(strcmp(model_among(COLL_ALLGATHER, 8 << 20, 2, 1, "ring,rd,mesh,direct,cma"), "rd") == 0,
-                "rd cheapest of all at 16 MiB (the case this checks)");
-    TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLGATHER, 8 << 20, 2, 1, 2), "rd") != 0, "rd is not among the rule's");
+    /* The built-in figures price recursive doubling below direct and single copy at 16 MiB, level with the
+     * ring (on 2 ranks both are one exchange of the same bytes): it is not among the rule's, and never
+     * taken. */
+    TEST_ASSERT(strcmp(model_among(COLL_ALLGATHER, 8 << 20, 2, 1, "rd,mesh,direct,cma"), "rd") == 0,
+                "rd below direct and cma at 16 MiB (the case this checks)");
+    const char *among = pick_on(&cfg, COLL_ALLGATHER, 8 << 20, 2, 1, 2);
+    TEST_ASSERT(strcmp(among, "direct") == 0 || strcmp(among, "ring") == 0 || strcmp(among, "cma") == 0,
+                "the rule's choice is one of its own: %s", among);
     /* CHORUS_ALGO narrows the rule's list: of direct and ring, the model's choice of the two. */
     TEST_ASSERT(parse("allgather:ring,direct", &cfg, err), "%s", err);
     TEST_ASSERT(strcmp(pick_on(&cfg, COLL_ALLGATHER, 1 << 20, 2, 1, 2), model_among(COLL_ALLGATHER, 1 << 20, 2, 1,
