@@ -128,7 +128,10 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * longer sends those sizes to the ring at up to twice the single-copy time. The single-copy AllToAll is
  * out of place only: in place it first stages its whole input in scratch, and on 2 ranks the direct one
  * took 0.20 to 0.63 of its time at every size from 16 KiB to 64 MiB (Xeon virtual machine, chorus-perf
- * -a). */
+ * -a). Since the direct algorithms stream their outputs past the cache from 4 MiB (util/copy.h), 2 ranks
+ * take them again from 32 MiB: the direct AllGather, AllToAll and Broadcast took 0.71 to 0.87 of the
+ * single-copy ones' time at 32, 64 and 256 MiB out of place (medians of 5 alternating runs each, Xeon
+ * virtual machine), where at 16 MiB single copy was still ahead (bench/model-check). */
 #define RULE(c, n, ...) {.coll = c, .name = n, __VA_ARGS__}
 static const struct algo_rule {
     coll_kind_t coll;
@@ -158,6 +161,7 @@ static const struct algo_rule {
     RULE(COLL_ALLREDUCE, "rd", .max_ranks = 2, .max_bytes = 16 << 10),
     RULE(COLL_ALLREDUCE, "rhd", .max_bytes = 64 << 10),
     RULE(COLL_ALLREDUCE, "ring"),
+    RULE(COLL_ALLGATHER, "direct", .max_ranks = 2, .min_bytes = 32 << 20),
     RULE(COLL_ALLGATHER, "cma", .max_ranks = 2, .min_bytes = 16 << 10, .single_copy_fast = 1),
     RULE(COLL_ALLGATHER, "direct", .min_ranks = 3),
     RULE(COLL_ALLGATHER, "direct", .max_bytes = 64 << 10),
@@ -171,6 +175,7 @@ static const struct algo_rule {
     RULE(COLL_REDUCE_SCATTER, "rhd", .max_bytes = 64 << 10),
     RULE(COLL_REDUCE_SCATTER, "mesh", .min_bytes = 2 << 20, .oversubscribed = 1),
     RULE(COLL_REDUCE_SCATTER, "ring"),
+    RULE(COLL_BROADCAST, "direct", .max_ranks = 2, .min_bytes = 32 << 20),
     RULE(COLL_BROADCAST, "cma", .max_ranks = 2, .min_bytes = 16 << 10, .max_bytes = 8 << 20, .single_copy_fast = 1),
     RULE(COLL_BROADCAST, "cma", .max_ranks = 2, .min_bytes = 16 << 10, .in_place = -1, .single_copy_fast = 1),
     RULE(COLL_BROADCAST, "cma", .max_ranks = 2, .min_bytes = 1 << 20, .max_bytes = 8 << 20, .single_copy_saves = 1),
@@ -183,6 +188,7 @@ static const struct algo_rule {
     RULE(COLL_REDUCE, "direct", .min_ranks = 4, .min_bytes = 2 << 20),
     RULE(COLL_REDUCE, "binomial", .max_bytes = 64 << 10),
     RULE(COLL_REDUCE, "chain"),
+    RULE(COLL_ALLTOALL, "direct", .max_ranks = 2, .min_bytes = 32 << 20),
     RULE(COLL_ALLTOALL, "cma", .max_ranks = 2, .min_bytes = 16 << 10, .in_place = -1, .single_copy_fast = 1),
     RULE(COLL_ALLTOALL, "cma", .max_ranks = 2, .min_bytes = 1 << 20, .in_place = -1, .single_copy_saves = 1),
     RULE(COLL_ALLTOALL, "cma", .min_ranks = 3, .max_ranks = 4, .min_bytes = 256 << 10, .in_place = -1,

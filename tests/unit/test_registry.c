@@ -348,6 +348,11 @@ static void check_single_copy_fast(void)
         {COLL_BROADCAST, 512 << 10, 2, 1, 0, {"direct", "cma", "direct"}, "broadcast 512 KiB"},
         /* Elsewhere from 128 KiB (AllToAll above 1 MiB) the model chooses ("model"; check_rule_model). */
         {COLL_ALLGATHER, 8 << 20, 2, 1, 0, {"model", "cma", "cma"}, "allgather 16 MiB"},
+        /* From 32 MiB the direct algorithms, whose outputs stream, whatever single copy does. */
+        {COLL_ALLGATHER, 16 << 20, 2, 1, 0, {"direct", "direct", "direct"}, "allgather 32 MiB"},
+        {COLL_ALLTOALL, 32 << 20, 2, 1, 0, {"direct", "direct", "direct"}, "alltoall 64 MiB"},
+        {COLL_BROADCAST, 32 << 20, 2, 1, 0, {"direct", "direct", "direct"}, "broadcast 32 MiB"},
+        {COLL_BROADCAST, 32 << 20, 2, 1, 1, {"direct", "direct", "direct"}, "broadcast 32 MiB in place"},
         {COLL_ALLGATHER, 256 << 10, 2, 1, 0, {"model", "cma", "model"}, "allgather 512 KiB"},
         {COLL_ALLTOALL, 2 << 20, 2, 1, 0, {"model", "cma", "cma"}, "alltoall 4 MiB"},
         {COLL_ALLTOALL, 512 << 10, 2, 1, 1, {"direct", "direct", "direct"}, "alltoall 1 MiB in place"},
@@ -382,7 +387,8 @@ static void check_single_copy_fast(void)
 
 /* On 2 ranks of one host the built-in rules leave the model to choose the AllGather from 128 KiB among
  * direct, ring and cma (where single copy neither outruns the arena nor saves a copy), and the
- * out-of-place AllToAll above 1 MiB among direct, pairwise and cma: which wins there is the machine's
+ * out-of-place AllToAll above 1 MiB among direct, pairwise and cma, both below 32 MiB in all (direct
+ * from there): which wins there is the machine's
  * (docs/algorithms.md). The choice is the model's minimum among those, never another algorithm the model
  * prices lower, and follows the figures: with an arena twice as fast as the built-in one the direct
  * algorithms, with the arena and single-copy reads a quarter as fast the ring and the pairwise exchange. */
@@ -391,7 +397,8 @@ static void check_rule_model(void)
     algo_config_t cfg;
     char err[512];
     TEST_ASSERT(parse(NULL, &cfg, err), "empty settings: %s", err);
-    static const size_t sizes[] = {64 << 10, 512 << 10, 2 << 20, 8 << 20, 32 << 20};
+    /* Per rank: up to 16 MiB in all, below the direct algorithms' rules from 32 MiB. */
+    static const size_t sizes[] = {64 << 10, 512 << 10, 2 << 20, 8 << 20, (16 << 20) - 4096};
     static const struct {
         double arena, cma;
         const char *allgather, *alltoall; /* NULL: whichever the model prefers */
