@@ -14,8 +14,8 @@
  * four pages at a time, so the destination's lines are written without first being read into the cache,
  * a third less memory traffic. The direct algorithms write their outputs a slot-sized chunk at a time, each
  * chunk a piece of one large output: copy_out_part streams the pieces of an output of COPY_STREAM_MIN and
- * up (4 ranks' direct AllGather and AllToAll of 16 and 64 MiB out of place took 0.6 to 0.8 of the time
- * with plain stores on a Xeon virtual machine; docs/design.md, Copies).
+ * up (streamed, 4 ranks' direct AllGather and AllToAll of 16 and 64 MiB out of place took 0.6 to 0.8 of
+ * their time with plain stores on a Xeon virtual machine; docs/design.md, Copies).
  * glibc does the same only past its non-temporal threshold, three quarters of the shared cache a thread
  * may claim; a virtual machine reports its host's whole L3 (260 MiB on one Xeon VM, a threshold of
  * 99 MiB), so copies of 4 to 64 MiB ran at 6-7 GB/s there with plain stores against 10 streamed, and a
