@@ -131,7 +131,10 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * -a). Since the direct algorithms stream their outputs past the cache from 4 MiB (util/copy.h), 2 ranks
  * take them again from 32 MiB: the direct AllGather, AllToAll and Broadcast took 0.71 to 0.87 of the
  * single-copy ones' time at 32, 64 and 256 MiB out of place (medians of 5 alternating runs each, Xeon
- * virtual machine), where at 16 MiB single copy was still ahead (bench/model-check). */
+ * virtual machine), where at 16 MiB single copy was still ahead (bench/model-check); and so does the
+ * two-shot AllReduce out of place (0.74 to 0.76 of the single-copy one's time at 32, 64 and 256 MiB,
+ * 1.22 at 16 MiB; in place, which two-shot does not stream, single copy stays: 0.67 of two-shot's time at
+ * 32 MiB). */
 #define RULE(c, n, ...) {.coll = c, .name = n, __VA_ARGS__}
 static const struct algo_rule {
     coll_kind_t coll;
@@ -145,6 +148,7 @@ static const struct algo_rule {
     int single_copy_fast; /* 1: only where single-copy reads outran the arena (algo_caps_t) */
     int single_copy_saves; /* 1: only where they beat a copy and an arena read together (algo_caps_t) */
 } algo_rules[] = {
+    RULE(COLL_ALLREDUCE, "twoshot", .max_ranks = 2, .min_bytes = 32 << 20, .in_place = -1),
     RULE(COLL_ALLREDUCE, "cma", .max_ranks = 2, .min_bytes = 256 << 10, .in_place = -1, .single_copy_fast = 1),
     RULE(COLL_ALLREDUCE, "cma", .max_ranks = 2, .min_bytes = 2 << 20, .single_copy_fast = 1),
     RULE(COLL_ALLREDUCE, "oneshot", .max_ranks = 2, .max_bytes = 64 << 10),

@@ -335,6 +335,8 @@ static void check_single_copy_fast(void)
         {COLL_ALLREDUCE, 256 << 10, 2, 1, 0, {"twoshot", "cma", "twoshot"}, "allreduce 256 KiB"},
         {COLL_ALLREDUCE, 256 << 10, 2, 1, 1, {"twoshot", "twoshot", "twoshot"}, "allreduce 256 KiB in place"},
         {COLL_ALLREDUCE, 2 << 20, 2, 1, 1, {"twoshot", "cma", "twoshot"}, "allreduce 2 MiB in place"},
+        {COLL_ALLREDUCE, 32 << 20, 2, 1, 0, {"twoshot", "twoshot", "twoshot"}, "allreduce 32 MiB"},
+        {COLL_ALLREDUCE, 32 << 20, 2, 1, 1, {"twoshot", "cma", "twoshot"}, "allreduce 32 MiB in place"},
         {COLL_ALLREDUCE, 64 << 10, 2, 1, 0, {"oneshot", "oneshot", "oneshot"}, "allreduce 64 KiB"},
         {COLL_ALLREDUCE, 1 << 20, 2, 0, 0, {"ring", "ring", "ring"}, "allreduce 1 MiB, two hosts"},
         {COLL_ALLREDUCE, 1 << 20, 4, 1, 0, {"twoshot", "twoshot", "twoshot"}, "allreduce 1 MiB, 4 ranks"},
