@@ -369,7 +369,9 @@ static void check_single_copy_fast(void)
         {COLL_ALLTOALL, 16 << 10, 4, 1, 0, {"direct", "direct", "direct"}, "alltoall 64 KiB, 4 ranks"},
         {COLL_ALLTOALL, 1 << 20, 4, 1, 1, {"direct", "direct", "direct"}, "alltoall 4 MiB in place, 4 ranks"},
         {COLL_ALLTOALL, 1 << 20, 8, 1, 0, {"cma", "cma", "cma"}, "alltoall 8 MiB, 8 ranks"},
-        {COLL_ALLTOALL, 64 << 10, 8, 1, 0, {"direct", "direct", "direct"}, "alltoall 512 KiB, 8 ranks"},
+        {COLL_ALLTOALL, 32 << 10, 8, 1, 0, {"cma", "cma", "cma"}, "alltoall 256 KiB, 8 ranks"},
+        {COLL_ALLTOALL, 16 << 10, 8, 1, 0, {"direct", "direct", "direct"}, "alltoall 128 KiB, 8 ranks"},
+        {COLL_ALLTOALL, 64 << 10, 8, 1, 1, {"direct", "direct", "direct"}, "alltoall 512 KiB in place, 8 ranks"},
     };
     for (int mode = 0; mode < 3; mode++) {
         single_copy_fast = mode;
@@ -424,11 +426,11 @@ static void check_rule_model(void)
     }
     arena_scale = cma_scale = 1;
     /* With more ranks, the out-of-place AllToAll above 1 MiB: the model's choice of direct and pairwise
-     * (up to 4 MiB on 8 ranks, where the single-copy one takes over), which an arena twice as fast
-     * makes direct. */
+     * (from 8 ranks the single-copy one takes over from 256 KiB), which an arena twice as fast makes
+     * direct. */
     for (int f = 0; f < 2; f++) {
         arena_scale = f ? 2 : 1;
-        for (int nranks = 3; nranks <= 8; nranks += 5) {
+        for (int nranks = 3; nranks <= 7; nranks += 4) {
             size_t count = (2u << 20) / (size_t)nranks;
             const char *x = pick_on(&cfg, COLL_ALLTOALL, count, nranks, 1, nranks);
             TEST_ASSERT(strcmp(x, model_among(COLL_ALLTOALL, count, nranks, 1, "direct,pairwise")) == 0,
