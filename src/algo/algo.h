@@ -107,10 +107,10 @@ static inline int algo_pow2_floor(int p)
     while (v * 2 <= p) v *= 2;
     return v;
 }
-/* What of one copy_out of `bytes` streams: all of it from COPY_STREAM_MIN, else nothing. */
-static inline double algo_streamed(double bytes) { return bytes >= COPY_STREAM_MIN ? bytes : 0; }
 /* What of `bytes` copied piece by piece into an output of `whole` bytes (copy_out_part) streams. */
 static inline double algo_streamed_part(double bytes, double whole) { return whole >= COPY_STREAM_MIN ? bytes : 0; }
+/* What of one copy_out of `bytes` streams: all of it from COPY_STREAM_MIN, else nothing. */
+static inline double algo_streamed(double bytes) { return algo_streamed_part(bytes, bytes); }
 /* Pieces of at most `unit` bytes that n bytes take (at least 1). */
 static inline double algo_pieces(double n, double unit) { return unit > 0 && n > unit ? __builtin_ceil(n / unit) : 1; }
 

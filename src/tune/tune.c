@@ -118,7 +118,8 @@ double tune_predict(const tune_params_t *tp, const tune_comm_t *tc, const algo_d
     double f = tune_memory_share(tp, tc, algo_buffer_bytes(d->coll, n, tc->nranks));
     /* What stays in cache at any size (a combine over slot-sized chunks): the cache rates whatever f is. */
     double copy = tune_per_byte(tp->beta_copy, f);
-    double t = c.steps * tp->alpha[link] + (c.copied - c.streamed) * copy + c.streamed * tune_stream_per_byte(tp, copy) +
+    double t = c.steps * tp->alpha[link] + (c.copied - c.streamed) * copy +
+               c.streamed * tune_stream_per_byte(tp, copy) +
                (c.reduced - c.slot_reduced) * ((1 - f) * tp->gamma[TUNE_CACHE] + f * tp->gamma[TUNE_MEMORY]) +
                c.slot_reduced * tp->gamma[TUNE_CACHE];
     const double *rate = c.link == ALGO_LINK_CMA ? tp->beta_cma : tp->beta[link];

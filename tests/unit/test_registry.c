@@ -401,7 +401,7 @@ static void check_rule_model(void)
     algo_config_t cfg;
     char err[512];
     TEST_ASSERT(parse(NULL, &cfg, err), "empty settings: %s", err);
-    /* Per rank: up to 16 MiB in all, below the direct algorithms' rules from 32 MiB. */
+    /* Per rank, on 2 ranks: up to just under 32 MiB in all, below the direct algorithms' rules. */
     static const size_t sizes[] = {64 << 10, 512 << 10, 2 << 20, 8 << 20, (16 << 20) - 4096};
     static const struct {
         double arena, cma;
