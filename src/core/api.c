@@ -103,7 +103,7 @@ static int64_t coll_begin(chorus_comm_t comm, const char *name, uint32_t tag, ui
 
 static chorus_result_t coll_run_algo(chorus_comm_t comm, const coll_args_t *a)
 {
-    const algo_desc_t *algo = tune_select(&comm->tune, a, &comm->algo);
+    const algo_desc_t *algo = tune_select_again(&comm->tune, a, &comm->algo);
     if (!algo) return comm_error(comm, CHORUS_ERR_INTERNAL, "%s: no algorithm registered", coll_name(a->coll));
     if (!algo_config_allows(&comm->algo, algo) && !comm->algo_fallback_logged++)
         LOG_WARN(LOG_SUB_ALGO, "CHORUS_ALGO allows no %s algorithm this communicator supports (those that need direct "
@@ -158,9 +158,10 @@ static chorus_result_t coll_run(chorus_comm_t comm, const coll_args_t *a, size_t
     uint32_t tag = TAG_COLLECTIVE | (uint32_t)(comm->coll_seq & TAG_SEQ_MASK);
     int64_t start = coll_begin(comm, coll_name(a->coll), tag, comm->coll_seq);
     recorder_begin(&comm->rec, start, a->coll, comm->coll_seq, a->count, a->dtype, a->op, a->root);
-    comm->prims.fp = (prims_fingerprint_t){.coll = a->coll, .dtype = a->dtype, .op = a->op, .root = a->root,
-                                           .count = a->count, .seq = comm->coll_seq};
-    comm->prims.fp_past[comm->coll_seq % PRIMS_FP_HISTORY] = comm->prims.fp;
+    const prims_fingerprint_t fp = {.coll = a->coll, .dtype = a->dtype, .op = a->op, .root = a->root,
+                                    .count = a->count, .seq = comm->coll_seq};
+    comm->prims.fp = fp;
+    comm->prims.fp_past[comm->coll_seq % PRIMS_FP_HISTORY] = fp;
     chorus_result_t res = CHORUS_SUCCESS;
     if (comm->nranks == 1)
         coll_local(a, elem);

@@ -689,7 +689,8 @@ chorus_result_t comm_op_end(chorus_comm_t comm, chorus_result_t res)
         for (int i = 0; i < comm->nranks; i++)
             if (comm->conns[i]) comm->conns[i]->ops->abandon(comm->conns[i], farewell);
     }
-    atomic_store(&comm->in_op, 0);
+    /* Release, not sequentially consistent: the abort's wait needs only to see it, with what came before. */
+    atomic_store_explicit(&comm->in_op, 0, memory_order_release);
     return res;
 }
 

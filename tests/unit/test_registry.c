@@ -508,6 +508,34 @@ static void check_params_median(void)
     TEST_ASSERT(med.beta_copy[TUNE_CACHE] == runs[0].beta_copy[TUNE_CACHE], "figures alike in every pass kept");
 }
 
+/* A communicator's repeated calls: tune_select_again gives what tune_select would for each call, as the
+ * collective, size and layout change and repeat (a stale memo would keep an earlier call's algorithm). */
+static void check_select_again(void)
+{
+    algo_config_t cfg;
+    char err[512];
+    TEST_ASSERT(parse("", &cfg, err), "%s", err);
+    static tune_state_t memo, fresh;
+    state_for(&memo, 4, 1, 4);
+    static char in[8], out[8];
+    static const struct {
+        coll_kind_t coll;
+        size_t count;
+        int in_place;
+    } calls[] = {{COLL_ALLREDUCE, 8, 0},        {COLL_ALLREDUCE, 8, 0},       {COLL_ALLREDUCE, 64 << 20, 0},
+                 {COLL_ALLREDUCE, 64 << 20, 1}, {COLL_ALLREDUCE, 8, 1},       {COLL_BROADCAST, 8, 0},
+                 {COLL_ALLREDUCE, 8, 0},        {COLL_ALLREDUCE, 1 << 20, 0}, {COLL_ALLREDUCE, 1 << 20, 0},
+                 {COLL_BROADCAST, 64 << 20, 0}, {COLL_ALLTOALL, 1 << 20, 0},  {COLL_ALLTOALL, 1 << 20, 1}};
+    for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++) {
+        coll_args_t a = {calls[i].coll, in, calls[i].in_place ? in : out, calls[i].count, chorus_uint8, chorus_sum, 0};
+        state_for(&fresh, 4, 1, 4);
+        const algo_desc_t *again = tune_select_again(&memo, &a, &cfg), *first = tune_select(&fresh, &a, &cfg);
+        TEST_ASSERT(again == first, "call %zu (%s of %zu bytes%s): %s again, %s selected afresh", i,
+                    coll_name(calls[i].coll), calls[i].count, calls[i].in_place ? ", in place" : "",
+                    again ? again->name : "-", first ? first->name : "-");
+    }
+}
+
 int main(void)
 {
     test_set_timeout(30);
@@ -521,5 +549,6 @@ int main(void)
     check_rule_model();
     check_errors();
     check_params_median();
+    check_select_again();
     return test_report();
 }
