@@ -441,8 +441,9 @@ static size_t chain_chunk(const prims_t *p, size_t elem) { return p->chunk_bytes
 
 static int chain_nchunks(const prims_t *p, size_t bytes, size_t elem)
 {
+    if (bytes <= p->chunk_bytes - elem + 1) return 1; /* within the chunk whatever elem divides: no division */
     size_t chunk = chain_chunk(p, elem);
-    return bytes ? (int)((bytes + chunk - 1) / chunk) : 1;
+    return (int)((bytes + chunk - 1) / chunk);
 }
 
 static void chain_layout(const prims_t *p, size_t bytes, size_t elem, int i, size_t *off_p, size_t *len_p)
@@ -480,11 +481,11 @@ static chorus_result_t chain_run(prims_t *p, int recv_peer, int send_peer, const
     int n = chain_nchunks(p, bytes, elem);
     transport_xfer_t on_stack[XFERS_ON_STACK], *xs = xfers_get(on_stack, (size_t)n * 2);
     if (!xs) return CHORUS_ERR_NO_MEMORY;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++) { /* only the transfers this rank makes: the head and the tail make one kind */
         size_t off, len;
         chain_layout(p, bytes, elem, i, &off, &len);
-        xfer_init(&xs[i], sbuf + off, len, p);
-        xfer_init(&xs[n + i], rbuf + off, len, p);
+        if (send_peer >= 0) xfer_init(&xs[i], sbuf + off, len, p);
+        if (recv_peer >= 0) xfer_init(&xs[n + i], rbuf + off, len, p);
     }
     e->p = p;
     e->send_peer = send_peer;
