@@ -363,9 +363,10 @@ static void check_single_copy_fast(void)
         {COLL_ALLTOALL, 2 << 10, 2, 1, 0, {"direct", "direct", "direct"}, "alltoall 4 KiB"},
         /* 3 and 4 ranks: the single-copy AllToAll from 256 KiB out of place wherever it saves the direct
          * one's copy, fast or not (the rank counts, sizes and places around it keep their rules). */
-        {COLL_ALLTOALL, 64 << 10, 4, 1, 0, {"direct", "cma", "cma"}, "alltoall 256 KiB, 4 ranks"},
-        {COLL_ALLTOALL, 1 << 20, 4, 1, 0, {"pairwise", "cma", "cma"}, "alltoall 4 MiB, 4 ranks"},
-        {COLL_ALLTOALL, 128 << 10, 3, 1, 0, {"direct", "cma", "cma"}, "alltoall 384 KiB, 3 ranks"},
+        {COLL_ALLTOALL, 64 << 10, 4, 1, 0, {"cma", "cma", "cma"}, "alltoall 256 KiB, 4 ranks"},
+        {COLL_ALLTOALL, 1 << 20, 4, 1, 0, {"cma", "cma", "cma"}, "alltoall 4 MiB, 4 ranks"},
+        {COLL_ALLTOALL, 2 << 20, 4, 1, 0, {"cma", "cma", "cma"}, "alltoall 8 MiB, 4 ranks"},
+        {COLL_ALLTOALL, 128 << 10, 3, 1, 0, {"cma", "cma", "cma"}, "alltoall 384 KiB, 3 ranks"},
         {COLL_ALLTOALL, 16 << 10, 4, 1, 0, {"direct", "direct", "direct"}, "alltoall 64 KiB, 4 ranks"},
         {COLL_ALLTOALL, 1 << 20, 4, 1, 1, {"direct", "direct", "direct"}, "alltoall 4 MiB in place, 4 ranks"},
         {COLL_ALLTOALL, 1 << 20, 8, 1, 0, {"cma", "cma", "cma"}, "alltoall 8 MiB, 8 ranks"},
@@ -426,16 +427,18 @@ static void check_rule_model(void)
     }
     arena_scale = cma_scale = 1;
     /* With more ranks, the out-of-place AllToAll above 1 MiB: the model's choice of direct and pairwise
-     * (from 8 ranks the single-copy one takes over from 256 KiB), which an arena twice as fast makes
-     * direct. */
+     * (3 and 4 ranks take the single-copy one up to 8 MiB, 8 and more from 256 KiB), which an arena twice
+     * as fast makes direct. */
     for (int f = 0; f < 2; f++) {
         arena_scale = f ? 2 : 1;
         for (int nranks = 3; nranks <= 7; nranks += 4) {
-            size_t count = (2u << 20) / (size_t)nranks;
+            size_t mib = nranks < 5 ? 16 : 2, count = (mib << 20) / (size_t)nranks;
             const char *x = pick_on(&cfg, COLL_ALLTOALL, count, nranks, 1, nranks);
             TEST_ASSERT(strcmp(x, model_among(COLL_ALLTOALL, count, nranks, 1, "direct,pairwise")) == 0,
-                        "alltoall of 2 MiB on %d ranks, arena x%d: %s, not the model's choice", nranks, f + 1, x);
-            TEST_ASSERT(!f || strcmp(x, "direct") == 0, "alltoall of 2 MiB on %d ranks, arena x2: %s", nranks, x);
+                        "alltoall of %zu MiB on %d ranks, arena x%d: %s, not the model's choice", mib, nranks, f + 1,
+                        x);
+            TEST_ASSERT(!f || strcmp(x, "direct") == 0, "alltoall of %zu MiB on %d ranks, arena x2: %s", mib, nranks,
+                        x);
         }
     }
     arena_scale = 1;
