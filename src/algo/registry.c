@@ -83,9 +83,14 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * ring from 1 to 4 MiB (0.8 to 0.9 of its time; level at 8, behind at 16), on an AMD EPYC virtual machine
  * direct ahead of both at every size from 256 KiB to 64 MiB (0.3 to 0.75 of the ring's time, 0.45 to
  * 0.75 of single copy's), and so the rule names the three and leaves the model to choose; likewise the
- * out-of-place AllToAll above 1 MiB among direct, pairwise and single copy, and with more ranks among
- * direct and pairwise (with the built-in figures the model takes pairwise there, as the rule did; on the
- * AMD machine direct, 0.65 to 0.9 of pairwise's time on 8 ranks from 1 to 64 MiB; docs/algorithms.md). The
+ * out-of-place AllToAll above 1 MiB on 2 ranks among direct, pairwise and single copy. With more ranks
+ * it had been the model's choice of direct and pairwise too (with the built-in figures it took pairwise,
+ * as the rule before it did), but since the direct AllToAll streams its output from 4 MiB the model,
+ * which prices a streamed byte at the memory copy's rate where the init calibration has no stream rate,
+ * overprices direct: on a Xeon virtual machine it chose pairwise on 4 ranks at 16 and 64 MiB in some
+ * runs, at 1.5 to 2 times direct's time (forced there 0.60 and 0.68 of pairwise's time); on the AMD
+ * machine direct took 0.65 to 0.9 of pairwise's time on 8 ranks from 1 to 64 MiB before it streamed
+ * (docs/algorithms.md). So direct it is, where the ranks share the arena. The
  * one-shot AllReduce, where every rank combines all p slots, is ahead up to 64 KiB on 2 ranks (0.9 to
  * 0.95 of the ring's time) and 128 KiB on 4 (level with twoshot and star there); the ring and rhd took
  * 0.8 to 0.85 of its time on 2 ranks at 128 and 256 KiB (reference machine), but on 2 ranks of one host
@@ -123,7 +128,7 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * 4 and 8 MiB, and at 1.07 to 1.27 at 16 MiB (medians of 5 alternating runs; the direct one streams its
  * output from 4 MiB), and earlier runs on 4 ranks at 0.5 to 0.8 of the direct and pairwise ones' time
  * (three bench/model-check runs). So 3 and 4 ranks take it out of place from 256 KiB to 8 MiB without
- * asking; above, the model chooses between direct and pairwise. From 1 MiB, where
+ * asking; above, direct (see above). From 1 MiB, where
  * the syscall no longer weighs, the same test takes 2 ranks to the single-copy Broadcast, AllGather and
  * AllToAll: there it is what the direct ones spend per byte (a copy into a slot and a read out of it,
  * against one read), and a close call between the arena's and single-copy reads' rates, which noise at
@@ -210,7 +215,7 @@ static const struct algo_rule {
     RULE(COLL_ALLTOALL, "direct", .in_place = 1),
     RULE(COLL_ALLTOALL, "direct", .max_bytes = 1 << 20),
     RULE(COLL_ALLTOALL, "direct,pairwise,cma", .max_ranks = 2, .min_bytes = 1 << 20),
-    RULE(COLL_ALLTOALL, "direct,pairwise", .min_bytes = 1 << 20),
+    RULE(COLL_ALLTOALL, "direct", .min_bytes = 1 << 20),
     RULE(COLL_ALLTOALL, "bruck", .max_bytes = 16 << 10),
     RULE(COLL_ALLTOALL, "pairwise"),
     RULE(COLL_BARRIER, "direct"),
