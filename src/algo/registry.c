@@ -128,13 +128,18 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * 4 and 8 MiB, and at 1.07 to 1.27 at 16 MiB (medians of 5 alternating runs; the direct one streams its
  * output from 4 MiB), and earlier runs on 4 ranks at 0.5 to 0.8 of the direct and pairwise ones' time
  * (three bench/model-check runs). So 3 and 4 ranks take it out of place from 256 KiB to 8 MiB without
- * asking; above, direct (see above). From 1 MiB, where
- * the syscall no longer weighs, the same test takes 2 ranks to the single-copy Broadcast, AllGather and
- * AllToAll: there it is what the direct ones spend per byte (a copy into a slot and a read out of it,
- * against one read), and a close call between the arena's and single-copy reads' rates, which noise at
- * init decides either way (on a Xeon virtual machine 2 inits of 30 found single-copy reads slower, 6.8
- * and 9.5 GB/s against the arena's 8.1 and 9.6, where the others found 9 to 18 against 7 to 12), no
- * longer sends those sizes to the ring at up to twice the single-copy time. The single-copy AllToAll is
+ * asking; above, direct (see above). On 2 ranks the same test takes the single-copy Broadcast, AllGather
+ * and AllToAll from 64 KiB and the AllReduce from 256 KiB out of place: it is what the direct ones spend
+ * per byte (a copy into a slot and a read out of it, against one read), where whether single-copy reads
+ * outrun the arena's is a close call that noise at init decides either way (on a Xeon virtual machine 2
+ * inits of 30 found them slower, 6.8 and 9.5 GB/s against the arena's 8.1 and 9.6, where the others
+ * found 9 to 18 against 7 to 12; 2 of 12 a stop later, which then ran the direct AllToAll of 256 KiB at
+ * 1.95 times single copy's time and two-shot AllReduces of 1 and 4 MiB at 1.4). Forced there, single copy
+ * took 0.46 to 0.71 of the direct Broadcast's, AllGather's and AllToAll's time from 64 KiB to 1 MiB (level
+ * at 16 KiB, where a call's syscalls weigh), and 0.69 to 0.81 of the best other AllReduce's from 256 KiB
+ * to 4 MiB (bench/model-check -n 2,4 -t shm -r 3, forced runs). The reference machine (single-copy reads
+ * at 11 GB/s against the arena's 23 and copies at 53) and the AMD machine (13-15 against 46-58 and 53-73)
+ * pass neither test. The single-copy AllToAll is
  * out of place only: in place it first stages its whole input in scratch, and on 2 ranks the direct one
  * took 0.20 to 0.63 of its time at every size from 16 KiB to 64 MiB (Xeon virtual machine, chorus-perf
  * -a). Since the direct algorithms stream their outputs past the cache from 4 MiB (util/copy.h), 2 ranks
@@ -165,6 +170,7 @@ static const struct algo_rule {
     RULE(COLL_ALLREDUCE, "twoshot", .max_ranks = 2, .min_bytes = 32 << 20, .in_place = -1),
     RULE(COLL_ALLREDUCE, "cma", .max_ranks = 2, .min_bytes = 256 << 10, .in_place = -1, .single_copy_fast = 1),
     RULE(COLL_ALLREDUCE, "cma", .max_ranks = 2, .min_bytes = 2 << 20, .single_copy_fast = 1),
+    RULE(COLL_ALLREDUCE, "cma", .max_ranks = 2, .min_bytes = 256 << 10, .in_place = -1, .single_copy_saves = 1),
     RULE(COLL_ALLREDUCE, "oneshot", .max_ranks = 2, .max_bytes = 64 << 10),
     RULE(COLL_ALLREDUCE, "twoshot", .max_ranks = 2, .min_bytes = 128 << 10),
     RULE(COLL_ALLREDUCE, "oneshot", .min_ranks = 4, .max_ranks = 4, .max_bytes = 32 << 10),
@@ -182,8 +188,8 @@ static const struct algo_rule {
     RULE(COLL_ALLGATHER, "direct", .max_ranks = 2, .min_bytes = 32 << 20),
     RULE(COLL_ALLGATHER, "cma", .max_ranks = 2, .min_bytes = 16 << 10, .single_copy_fast = 1),
     RULE(COLL_ALLGATHER, "direct", .min_ranks = 3),
+    RULE(COLL_ALLGATHER, "cma", .max_ranks = 2, .min_bytes = 64 << 10, .single_copy_saves = 1),
     RULE(COLL_ALLGATHER, "direct", .max_bytes = 64 << 10),
-    RULE(COLL_ALLGATHER, "cma", .max_ranks = 2, .min_bytes = 1 << 20, .single_copy_saves = 1),
     RULE(COLL_ALLGATHER, "direct,ring,cma", .max_ranks = 2, .min_bytes = 128 << 10),
     RULE(COLL_ALLGATHER, "rd", .max_bytes = 16 << 10, .oversubscribed = 1, .pow2 = 1),
     RULE(COLL_ALLGATHER, "bruck", .max_bytes = 64 << 10),
@@ -196,8 +202,8 @@ static const struct algo_rule {
     RULE(COLL_BROADCAST, "direct", .max_ranks = 2, .min_bytes = 32 << 20),
     RULE(COLL_BROADCAST, "cma", .max_ranks = 2, .min_bytes = 16 << 10, .max_bytes = 8 << 20, .single_copy_fast = 1),
     RULE(COLL_BROADCAST, "cma", .max_ranks = 2, .min_bytes = 16 << 10, .in_place = -1, .single_copy_fast = 1),
-    RULE(COLL_BROADCAST, "cma", .max_ranks = 2, .min_bytes = 1 << 20, .max_bytes = 8 << 20, .single_copy_saves = 1),
-    RULE(COLL_BROADCAST, "cma", .max_ranks = 2, .min_bytes = 1 << 20, .in_place = -1, .single_copy_saves = 1),
+    RULE(COLL_BROADCAST, "cma", .max_ranks = 2, .min_bytes = 64 << 10, .max_bytes = 8 << 20, .single_copy_saves = 1),
+    RULE(COLL_BROADCAST, "cma", .max_ranks = 2, .min_bytes = 64 << 10, .in_place = -1, .single_copy_saves = 1),
     RULE(COLL_BROADCAST, "direct", .max_ranks = 2),
     RULE(COLL_BROADCAST, "direct", .min_bytes = 256 << 10),
     RULE(COLL_BROADCAST, "chain", .max_bytes = 16 << 10, .oversubscribed = 1),
@@ -208,7 +214,7 @@ static const struct algo_rule {
     RULE(COLL_REDUCE, "chain"),
     RULE(COLL_ALLTOALL, "direct", .max_ranks = 2, .min_bytes = 32 << 20),
     RULE(COLL_ALLTOALL, "cma", .max_ranks = 2, .min_bytes = 16 << 10, .in_place = -1, .single_copy_fast = 1),
-    RULE(COLL_ALLTOALL, "cma", .max_ranks = 2, .min_bytes = 1 << 20, .in_place = -1, .single_copy_saves = 1),
+    RULE(COLL_ALLTOALL, "cma", .max_ranks = 2, .min_bytes = 64 << 10, .in_place = -1, .single_copy_saves = 1),
     RULE(COLL_ALLTOALL, "cma", .min_ranks = 3, .max_ranks = 4, .min_bytes = 256 << 10, .max_bytes = 8 << 20,
          .in_place = -1),
     RULE(COLL_ALLTOALL, "cma", .min_ranks = 8, .min_bytes = 256 << 10, .in_place = -1),

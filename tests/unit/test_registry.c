@@ -317,8 +317,9 @@ static void check_restrictions(void)
 
 /* Where single-copy reads outrun the arena, 2 ranks of one host take the single-copy algorithms from
  * 16 KiB (AllReduce from 256 KiB out of place, 2 MiB in place); elsewhere the rules stay as they were.
- * Where they only beat a copy and an arena read together, 3 and 4 ranks take the single-copy AllToAll,
- * and 2 ranks the single-copy Broadcast, AllGather and AllToAll from 1 MiB. */
+ * Where they only beat a copy and an arena read together, 2 ranks take the single-copy Broadcast,
+ * AllGather and AllToAll from 64 KiB and the AllReduce from 256 KiB out of place (3 and 4 ranks take the
+ * single-copy AllToAll from 256 KiB to 8 MiB either way). */
 static void check_single_copy_fast(void)
 {
     algo_config_t cfg;
@@ -332,7 +333,8 @@ static void check_single_copy_fast(void)
         int nranks, direct, in_place;
         const char *want[3], *what;
     } cases[] = {
-        {COLL_ALLREDUCE, 256 << 10, 2, 1, 0, {"twoshot", "cma", "twoshot"}, "allreduce 256 KiB"},
+        {COLL_ALLREDUCE, 256 << 10, 2, 1, 0, {"twoshot", "cma", "cma"}, "allreduce 256 KiB"},
+        {COLL_ALLREDUCE, 128 << 10, 2, 1, 0, {"twoshot", "twoshot", "twoshot"}, "allreduce 128 KiB"},
         {COLL_ALLREDUCE, 256 << 10, 2, 1, 1, {"twoshot", "twoshot", "twoshot"}, "allreduce 256 KiB in place"},
         {COLL_ALLREDUCE, 2 << 20, 2, 1, 1, {"twoshot", "cma", "twoshot"}, "allreduce 2 MiB in place"},
         {COLL_ALLREDUCE, 32 << 20, 2, 1, 0, {"twoshot", "twoshot", "twoshot"}, "allreduce 32 MiB"},
@@ -347,7 +349,14 @@ static void check_single_copy_fast(void)
         {COLL_BROADCAST, 16 << 20, 2, 1, 0, {"direct", "cma", "cma"}, "broadcast 16 MiB"},
         /* 2 ranks from 1 MiB: single copy wherever it saves the direct algorithms' copy, fast or not. */
         {COLL_BROADCAST, 1 << 20, 2, 1, 1, {"direct", "cma", "cma"}, "broadcast 1 MiB in place"},
-        {COLL_BROADCAST, 512 << 10, 2, 1, 0, {"direct", "cma", "direct"}, "broadcast 512 KiB"},
+        {COLL_BROADCAST, 512 << 10, 2, 1, 0, {"direct", "cma", "cma"}, "broadcast 512 KiB"},
+        /* From 64 KiB where they save a copy (below, a call's syscalls weigh). */
+        {COLL_BROADCAST, 64 << 10, 2, 1, 0, {"direct", "cma", "cma"}, "broadcast 64 KiB"},
+        {COLL_BROADCAST, 32 << 10, 2, 1, 0, {"direct", "cma", "direct"}, "broadcast 32 KiB"},
+        {COLL_ALLGATHER, 32 << 10, 2, 1, 0, {"direct", "cma", "cma"}, "allgather 64 KiB"},
+        {COLL_ALLGATHER, 16 << 10, 2, 1, 0, {"direct", "cma", "direct"}, "allgather 32 KiB"},
+        {COLL_ALLTOALL, 32 << 10, 2, 1, 0, {"direct", "cma", "cma"}, "alltoall 64 KiB"},
+        {COLL_ALLTOALL, 16 << 10, 2, 1, 0, {"direct", "cma", "direct"}, "alltoall 32 KiB"},
         /* Elsewhere from 128 KiB (AllToAll above 1 MiB) the model chooses ("model"; check_rule_model). */
         {COLL_ALLGATHER, 8 << 20, 2, 1, 0, {"model", "cma", "cma"}, "allgather 16 MiB"},
         /* From 32 MiB the direct algorithms, whose outputs stream, whatever single copy does. */
