@@ -462,7 +462,7 @@ static chorus_result_t chain_forward(exch_t *e, int i)
 
 /* The transfer lists of chains and reduction exchanges: on the stack for the few chunks of a small
  * message (with 8 ranks on 2 cores, a calloc and free per call were a tenth of the CPU time of an 8-byte
- * Broadcast), allocated beyond. Each entry is cleared by xfer_init. */
+ * Broadcast), allocated beyond. Each entry a rank uses is cleared by xfer_init. */
 #define XFERS_ON_STACK 8
 static transport_xfer_t *xfers_get(transport_xfer_t *on_stack, size_t n)
 {
