@@ -21,5 +21,5 @@ algo_cost_t reduce_direct_cost(const algo_shape_t *s)
     return (algo_cost_t){.link = ALGO_LINK_ARENA, .steps = 2 * algo_pieces(n, s->slot),
                          .bytes = 2.0 * (p - 1) / p * n, .copied = 2 * n + n / p, .reduced = (p - 1.0) / p * n,
                          .slot_bytes = (p - 1.0) / p * n, .slot_reduced = (p - 1.0) / p * n,
-                         .streamed = algo_streamed_part(n, n)};
+                         .streamed = algo_streamed(n)};
 }

@@ -80,11 +80,10 @@ const algo_desc_t *tune_select(tune_state_t *ts, const coll_args_t *a, const alg
 const algo_desc_t *tune_select_again(tune_state_t *ts, const coll_args_t *a, const algo_config_t *cfg)
 {
     size_t bytes = algo_call_bytes(a, ts->comm.nranks);
-    int in_place = algo_in_place(a, ts->comm.nranks);
-    if (ts->last[in_place][a->coll].algo && ts->last[in_place][a->coll].bytes == bytes)
-        return ts->last[in_place][a->coll].algo;
-    const algo_desc_t *d = tune_select(ts, a, cfg);
-    ts->last[in_place][a->coll].algo = d;
-    ts->last[in_place][a->coll].bytes = bytes;
-    return d;
+    struct tune_last *last = &ts->last[algo_in_place(a, ts->comm.nranks)][a->coll];
+    if (!last->algo || last->bytes != bytes) {
+        last->algo = tune_select(ts, a, cfg);
+        last->bytes = bytes;
+    }
+    return last->algo;
 }

@@ -168,7 +168,7 @@ typedef struct tune_state {
     const algo_desc_t *rule_model_choice[2][COLL_COUNT][TUNE_BUCKETS];
     uint64_t logged[2][COLL_COUNT][TUNE_BUCKETS / 64]; /* decisions already logged at INFO TUNING, [in place] */
     /* The last decision per collective and layout ([in place]), for tune_select_again. */
-    struct {
+    struct tune_last {
         const algo_desc_t *algo;
         size_t bytes;
     } last[2][COLL_COUNT];
