@@ -43,6 +43,8 @@ void prims_fini(prims_t *p)
     p->direct_slots = NULL;
     free(p->direct_seen);
     p->direct_seen = NULL;
+    free(p->direct_known);
+    p->direct_known = NULL;
 }
 
 /* An exchange: the transfers of one primitive call with at most one sending and one receiving peer. */

@@ -92,12 +92,24 @@ chorus_result_t prims_trees(prims_t *p, prims_tree_mode_t mode, const prims_tree
  * operation (another collective, count, datatype, op or root) fails the wait with CHORUS_ERR_MISMATCH
  * naming what differs; a peer not waited for (a broadcast's root waits for no one) is checked at the
  * next begin, so a divergence shows at the latest in the next direct operation.
+ *
+ * Inline phases carry up to PRIMS_DIRECT_INLINE_BYTES with the phase itself and write no slot:
+ *     prims_direct_begin_inline()  prims_direct_publish_inline(data, bytes)  prims_direct_wait(...)
+ * Their begin waits only until every peer is within the arena's ring of stamps (hundreds of phases) of
+ * this rank, so a rank that waits for no one in them (a broadcast's root) runs ahead of its peers, as a
+ * sender of small messages does, instead of meeting them at every phase; and it checks no fingerprints.
+ * A divergence there is found by the ranks that read the odd one's phases, or whom it reads (a wait
+ * also compares the phase before, if that was not read from the same peer): by at least one rank, in
+ * the next operation at the latest, though not by every rank.
  */
 /* 0 when direct access is unavailable (ranks on several hosts, or no shared memory). */
 size_t prims_direct_bytes(const prims_t *p);
 chorus_result_t prims_direct_begin(prims_t *p, void **slot_p);
 /* used: how many bytes of the slot readers need this phase (small amounts travel with the phase). */
 void prims_direct_publish(prims_t *p, size_t used);
+#define PRIMS_DIRECT_INLINE_BYTES 88
+chorus_result_t prims_direct_begin_inline(prims_t *p);
+void prims_direct_publish_inline(prims_t *p, const void *data, size_t bytes);
 chorus_result_t prims_direct_wait(prims_t *p, int peer, const void **slot_p);
 /* Wait for every peer (in rank order); *slots_p: the phase's slots by rank, this rank's included, valid
  * until the next call. */

@@ -9,18 +9,21 @@
 #include "util/log.h"
 #include "util/util.h"
 
+_Static_assert(PRIMS_DIRECT_INLINE_BYTES <= SHM_ARENA_INLINE_BYTES, "inline phases' data fits a stamp");
+
 size_t prims_direct_bytes(const prims_t *p) { return p->arena ? shm_arena_slot_bytes(p->arena) : 0; }
 
 typedef struct direct_wait {
     prims_t *p;
     int peer;
     uint32_t phase;
+    int (*done)(const shm_arena_t *arena, int rank, uint32_t phase);
 } direct_wait_t;
 
 static chorus_result_t direct_wait_step(void *arg, progress_status_t *status)
 {
     direct_wait_t *w = arg;
-    *status = shm_arena_reached(w->p->arena, w->peer, w->phase) ? PROGRESS_DONE : PROGRESS_IDLE;
+    *status = w->done(w->p->arena, w->peer, w->phase) ? PROGRESS_DONE : PROGRESS_IDLE;
     return CHORUS_SUCCESS;
 }
 
@@ -34,12 +37,14 @@ static void direct_wait_sleep(void *arg, int timeout_ms)
  * fraction of a microsecond behind, then costs no clock reads. */
 #define DIRECT_QUICK_POLLS 64
 
-/* Wait until peer has published phase. */
-static chorus_result_t direct_wait_phase(prims_t *p, int peer, uint32_t phase)
+/* Wait until done(peer, phase): peer's stamp of phase is published (shm_arena_reached), or peer has
+ * published phase or a later one (shm_arena_passed). */
+static chorus_result_t direct_wait_until(prims_t *p, int peer, uint32_t phase,
+                                         int (*done)(const shm_arena_t *, int, uint32_t))
 {
     for (int i = 0; i < DIRECT_QUICK_POLLS; i++)
-        if (shm_arena_reached(p->arena, peer, phase)) return CHORUS_SUCCESS;
-    direct_wait_t w = {p, peer, phase};
+        if (done(p->arena, peer, phase)) return CHORUS_SUCCESS;
+    direct_wait_t w = {p, peer, phase, done};
     prims_set_waiting_on(p, peer);
     int failed;
     chorus_result_t res = progress_run_sleep(p->engine, direct_wait_step, direct_wait_sleep, &w, p->conns, p->nranks,
@@ -67,12 +72,21 @@ static chorus_result_t direct_check(prims_t *p, int peer, uint32_t phase)
 }
 
 /* Wait until peer has published phase and check its fingerprint for it; remembered, so that the check
- * of a phase already seen costs nothing. */
+ * of a phase already seen costs nothing. If the phase before was not checked with this peer (a broadcast
+ * of a root this rank did not read, or its own as the root), its tag is compared too where the peer's
+ * stamp still holds it: a rank that alone took another root is found by the next rank that reads it, or
+ * that it reads, in the next operation. */
 static chorus_result_t direct_sync(prims_t *p, int peer, uint32_t phase)
 {
-    if ((int32_t)(p->direct_seen[peer] - phase) >= 0) return CHORUS_SUCCESS;
-    CHECK(direct_wait_phase(p, peer, phase));
+    uint32_t seen = p->direct_seen[peer];
+    if ((int32_t)(seen - phase) >= 0) return CHORUS_SUCCESS;
+    CHECK(direct_wait_until(p, peer, phase, shm_arena_reached));
     CHECK(direct_check(p, peer, phase));
+    uint8_t theirs[SHM_ARENA_TAG_BYTES];
+    if (seen != phase - 1 && phase != 1 && shm_arena_tag_copy(p->arena, peer, phase - 1, theirs)) {
+        const void *mine = shm_arena_tag(p->arena, p->rank, phase - 1);
+        if (memcmp(mine, theirs, sizeof(theirs)) != 0) return direct_mismatch(p, peer, mine, theirs);
+    }
     p->direct_seen[peer] = phase;
     return CHORUS_SUCCESS;
 }
@@ -88,6 +102,25 @@ chorus_result_t prims_direct_begin(prims_t *p, void **slot_p)
     prims_set_step(p, p->step + 1);
     *slot_p = shm_arena_slot(p->arena, p->rank, phase);
     return CHORUS_SUCCESS;
+}
+
+chorus_result_t prims_direct_begin_inline(prims_t *p)
+{
+    uint32_t phase = p->phase + 1, since = phase - (shm_arena_stamps(p->arena) - 1);
+    /* This phase's stamp last held phase - stamps: every peer must have published the phase after it. */
+    for (int q = 0; q < p->nranks; q++) {
+        if (q == p->rank || (int32_t)(p->direct_known[q] - since) >= 0) continue;
+        CHECK(direct_wait_until(p, q, since, shm_arena_passed));
+        p->direct_known[q] = shm_arena_phase(p->arena, q);
+    }
+    p->phase = phase;
+    prims_set_step(p, p->step + 1);
+    return CHORUS_SUCCESS;
+}
+
+void prims_direct_publish_inline(prims_t *p, const void *data, size_t bytes)
+{
+    shm_arena_publish_inline(p->arena, p->rank, p->phase, &p->fp, data, bytes);
 }
 
 void prims_direct_publish(prims_t *p, size_t used) { shm_arena_publish(p->arena, p->rank, p->phase, &p->fp, used); }

@@ -61,6 +61,7 @@ struct prims {
     uint32_t phase; /* the last phase this rank began */
     const void **direct_slots; /* nranks entries, for prims_direct_wait_all */
     uint32_t *direct_seen;     /* by rank: the last phase seen published and fingerprint-checked */
+    uint32_t *direct_known;    /* by rank: a phase it has published (not checked: prims_direct_begin_inline) */
     int single_copy;           /* every rank can read every other's memory (process_vm_readv) */
     uint8_t arena_probe[SHM_ARENA_TOKEN_BYTES]; /* the arena's token, read by peers to prove single copy */
     /* Scratch, grown on demand, freed with the communicator. */

@@ -205,6 +205,7 @@ static const struct algo_rule {
     RULE(COLL_BROADCAST, "cma", .max_ranks = 2, .min_bytes = 64 << 10, .max_bytes = 8 << 20, .single_copy_saves = 1),
     RULE(COLL_BROADCAST, "cma", .max_ranks = 2, .min_bytes = 64 << 10, .in_place = -1, .single_copy_saves = 1),
     RULE(COLL_BROADCAST, "direct", .max_ranks = 2),
+    RULE(COLL_BROADCAST, "direct", .max_bytes = PRIMS_DIRECT_INLINE_BYTES),
     RULE(COLL_BROADCAST, "direct", .min_bytes = 256 << 10),
     RULE(COLL_BROADCAST, "chain", .max_bytes = 16 << 10, .oversubscribed = 1),
     RULE(COLL_BROADCAST, "binomial", .max_bytes = 64 << 10),

@@ -124,13 +124,13 @@ static void comm_check_shm_space(chorus_comm_t comm, const bootstrap_t *bs)
     if (local < 2 || lowest != comm->rank) return;
     uint64_t need = (uint64_t)local * (uint64_t)(local - 1) / 2 * (2 * (uint64_t)comm->params.shm_ring_size + 8192);
     uint64_t arena = 0; /* the host arena too, when every rank is here (comm_setup_arena) */
-    if (local == comm->nranks) arena = 2 * (uint64_t)local * comm_arena_slot_bytes(comm);
+    if (local == comm->nranks) arena = shm_arena_map_bytes(local, comm_arena_slot_bytes(comm));
     struct statvfs st;
     if (statvfs("/dev/shm", &st) != 0) return;
     uint64_t avail = (uint64_t)st.f_bavail * st.f_frsize;
     if (avail < need + arena)
         LOG_WARN(LOG_SUB_SHM, "/dev/shm has %llu MiB free; %d ranks on this host need %llu MiB for shared memory "
-                 "(CHORUS_SHM_RING_SIZE=%lld per direction and pair, and %llu MiB of host arena slots): pairs "
+                 "(CHORUS_SHM_RING_SIZE=%lld per direction and pair, and %llu MiB of host arena): pairs "
                  "that do not fit use TCP, and without the arena the direct algorithms are off. Enlarge "
                  "/dev/shm (docker --shm-size), or lower CHORUS_SHM_RING_SIZE and CHORUS_SHM_SLOT_SIZE",
                  (unsigned long long)(avail >> 20), local,
@@ -332,12 +332,14 @@ static chorus_result_t comm_setup_arena(chorus_comm_t comm, const bootstrap_t *b
     }
     p->direct_slots = calloc((size_t)comm->nranks, sizeof(*p->direct_slots));
     p->direct_seen = calloc((size_t)comm->nranks, sizeof(*p->direct_seen));
-    if (!p->direct_slots || !p->direct_seen) {
+    p->direct_known = calloc((size_t)comm->nranks, sizeof(*p->direct_known));
+    if (!p->direct_slots || !p->direct_seen || !p->direct_known) {
         shm_arena_close(arena);
         return comm_error(comm, CHORUS_ERR_NO_MEMORY, "init: out of memory");
     }
     p->arena = arena;
-    LOG_INFO(LOG_SUB_SHM, "host arena: %d ranks, slots of %zu bytes", comm->nranks, shm_arena_slot_bytes(arena));
+    LOG_INFO(LOG_SUB_SHM, "host arena: %d ranks, slots of %zu bytes, %u stamps each", comm->nranks,
+             shm_arena_slot_bytes(arena), shm_arena_stamps(arena));
     return comm_setup_single_copy(comm);
 }
 

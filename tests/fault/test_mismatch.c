@@ -1,8 +1,11 @@
 /*
  * Ranks that disagree on a collective: rank 1 changes one argument of the third call (mode: count, dtype,
- * op, coll, root), or swaps the third and fourth calls (order).
+ * op, coll, root: the root of a broadcast of 32 bytes, root_slot: of 96), or swaps the third and fourth
+ * calls (order).
  *   strict (the direct algorithms, where every rank sees every fingerprint): every rank fails the third or
- *     fourth call with CHORUS_ERR_MISMATCH naming the field that differs and a rank that disagrees.
+ *     fourth call with CHORUS_ERR_MISMATCH naming the field that differs and a rank that disagrees. (Not
+ *     for the direct Broadcast of up to 88 bytes, whose root runs ahead of the others as the chain's does:
+ *     algo/prims.h, inline phases.)
  *   otherwise (message-passing algorithms): a rank that fails, fails with MISMATCH naming the field that
  *     differs and a rank: a rank that received from the odd rank finds it itself (a message of an
  *     earlier call compared with this rank's own call of that number: a root that differs is named as
@@ -80,7 +83,8 @@ static chorus_result_t call(const char *mode, int i)
     if (strcmp(mode, "coll") == 0)
         return odd ? chorus_allgather(buf + rank * COUNT, buf, COUNT, chorus_float32, comm, NULL)
                    : chorus_allreduce(buf, buf, COUNT, chorus_float32, chorus_sum, comm, NULL);
-    return chorus_broadcast(buf, buf, COUNT, chorus_float32, odd ? 1 : 0, comm, NULL); /* root */
+    size_t count = strcmp(mode, "root_slot") == 0 ? 2 * BIG : COUNT; /* BIG * nranks fit, nranks >= 2 */
+    return chorus_broadcast(buf, buf, count, chorus_float32, odd ? 1 : 0, comm, NULL); /* root, root_slot */
 }
 
 int main(int argc, char **argv)
@@ -88,7 +92,8 @@ int main(int argc, char **argv)
     static const struct {
         const char *mode, *field;
     } fields[] = {{"count", "count: here "}, {"dtype", "datatype: here "}, {"op", "op: here "},
-                  {"coll", "collective: here "}, {"root", "root: here "}, {"order", "collective: here "}};
+                  {"coll", "collective: here "}, {"root", "root: here "}, {"root_slot", "root: here "},
+                  {"order", "collective: here "}};
     const char *mode = argc > 1 ? argv[1] : "count", *field = NULL;
     int strict = argc > 2 && strcmp(argv[2], "strict") == 0;
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)

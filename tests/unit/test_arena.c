@@ -99,6 +99,32 @@ static void check_auto_slot(void)
     }
 }
 
+/* The ring of stamps, on rank 1's (its process gone): inline phases keep their data and tags until the
+ * phase that reuses their stamp, and a tag copy of a rewritten stamp fails instead of mixing two tags. */
+static void check_stamps(shm_arena_t *a)
+{
+    uint32_t k = shm_arena_stamps(a), first = 3;
+    TEST_ASSERT(k >= 2 && (k & (k - 1)) == 0, "stamps per rank a power of two: %u", k);
+    TEST_ASSERT(shm_arena_map_bytes(NRANKS, SLOT) >= 2 * NRANKS * (size_t)SLOT + (size_t)NRANKS * k * 128,
+                "the map holds slots and stamps");
+    uint8_t data[SHM_ARENA_INLINE_BYTES], tag[SHM_ARENA_TAG_BYTES], copy[SHM_ARENA_TAG_BYTES];
+    for (uint32_t ph = first; ph <= first + k; ph++) {
+        size_t bytes = ph % (SHM_ARENA_INLINE_BYTES + 1);
+        for (size_t i = 0; i < bytes; i++) data[i] = (uint8_t)(ph + i);
+        tag_of(tag, (int)(ph & 0xff));
+        shm_arena_publish_inline(a, 1, ph, tag, data, bytes);
+        TEST_ASSERT(shm_arena_reached(a, 1, ph) && shm_arena_passed(a, 1, ph) && shm_arena_phase(a, 1) == ph,
+                    "phase %u published", ph);
+        TEST_ASSERT(memcmp(shm_arena_data(a, 1, ph), data, bytes) == 0, "phase %u: %zu bytes inline", ph, bytes);
+        TEST_ASSERT(shm_arena_tag_copy(a, 1, ph, copy) && memcmp(copy, tag, sizeof(tag)) == 0, "phase %u's tag", ph);
+    }
+    TEST_ASSERT(!shm_arena_reached(a, 1, first) && !shm_arena_tag_copy(a, 1, first, copy),
+                "phase %u's stamp was reused by phase %u", first, first + k);
+    TEST_ASSERT(shm_arena_reached(a, 1, first + 1) && shm_arena_passed(a, 1, first) &&
+                    !shm_arena_passed(a, 1, first + k + 1),
+                "the phase after it still stamped; passed compares with the last");
+}
+
 int main(void)
 {
     test_set_timeout(60);
@@ -151,6 +177,7 @@ int main(void)
     }
     TEST_ASSERT(!single_copy || shm_arena_read(a, 1, (uint64_t)(uintptr_t)probe, tag, 4) == ESRCH,
                 "a gone rank: ESRCH");
+    check_stamps(a);
     shm_arena_close(a);
     return test_report();
 }

@@ -162,6 +162,11 @@ static void check_defaults(void)
         {COLL_BROADCAST, 8, 2, 0, 2, "binomial", "broadcast 8 B, 2 ranks, two hosts"},
         {COLL_BROADCAST, 1 << 10, 4, 0, 2, "chain", "broadcast 1 KiB, oversubscribed"},
         {COLL_BROADCAST, 1 << 10, 4, 1, 2, "chain", "broadcast 1 KiB, oversubscribed, one host"},
+        /* Up to what travels in a stamp, the direct one, whose root runs ahead, on any ranks of one host. */
+        {COLL_BROADCAST, 8, 8, 1, 2, "direct", "broadcast 8 B, oversubscribed, one host"},
+        {COLL_BROADCAST, 88, 4, 1, 4, "direct", "broadcast 88 B, one rank a core, one host"},
+        {COLL_BROADCAST, 89, 8, 1, 2, "chain", "broadcast 89 B, oversubscribed, one host"},
+        {COLL_BROADCAST, 8, 8, 0, 2, "chain", "broadcast 8 B, oversubscribed, no arena"},
         {COLL_BROADCAST, 1 << 10, 4, 0, 4, "binomial", "broadcast 1 KiB, one rank a core"},
         {COLL_BROADCAST, 64 << 10, 4, 0, 2, "binomial", "broadcast 64 KiB, oversubscribed"},
         {COLL_BROADCAST, 1 << 20, 4, 1, 2, "direct", "broadcast 1 MiB, one host"},

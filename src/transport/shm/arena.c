@@ -14,11 +14,12 @@
 #include "util/util.h"
 
 #define ARENA_MAGIC 0x63686f7275734101ull
-#define ARENA_VERSION 1u
+#define ARENA_VERSION 2u
 /* Two 64-byte lines per rank: adjacent-line prefetchers would otherwise make neighbours share. */
 #define ARENA_LINE 128
 
-_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "words shared between processes must be lock-free atomics");
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2 && ATOMIC_LLONG_LOCK_FREE == 2,
+               "words shared between processes must be lock-free atomics");
 
 typedef struct arena_hdr {
     uint64_t magic;
@@ -28,15 +29,18 @@ typedef struct arena_hdr {
     uint8_t token[SHM_ARENA_TOKEN_BYTES];
 } arena_hdr_t;
 
-/* A phase as published, one per parity, in a cache line of its own: a reader that polls the stamp gets
- * the tag and a small payload in the same transfer. */
+/* A phase as published, in its own two cache lines: a reader that polls the stamp gets the tag and up to
+ * 24 bytes of payload in the first line's transfer, the rest of the payload in the line the adjacent-line
+ * prefetcher pairs with it. The tag is written and read as words, so that a reader checking an old phase
+ * while its owner overwrites it (see shm_arena_tag_copy) reads torn words, never racy bytes. */
 typedef struct arena_stamp {
     _Alignas(ARENA_LINE) _Atomic uint32_t phase; /* the phase published here; written last (release) */
-    uint32_t inline_bytes;               /* payload bytes copied below, or UINT32_MAX: read the slot */
-    uint8_t tag[SHM_ARENA_TAG_BYTES];
+    uint32_t inline_bytes;                       /* payload bytes copied below, or UINT32_MAX: read the slot */
+    _Atomic uint64_t tag[SHM_ARENA_TAG_BYTES / 8];
     uint8_t payload[SHM_ARENA_INLINE_BYTES];
 } arena_stamp_t;
-_Static_assert(offsetof(arena_stamp_t, payload) + SHM_ARENA_INLINE_BYTES <= 64, "a stamp is one cache line");
+_Static_assert(sizeof(arena_stamp_t) == ARENA_LINE, "a stamp is two cache lines");
+_Static_assert(offsetof(arena_stamp_t, payload) + 24 <= 64, "a stamp's first line holds 24 bytes of payload");
 
 /* What one rank publishes; only its owner writes it, apart from waiters. */
 typedef struct arena_line {
@@ -44,12 +48,13 @@ typedef struct arena_line {
     _Atomic uint32_t waiters;                   /* readers asleep (or about to be) on phase */
     uint64_t pid;                               /* for single-copy reads: the process */
     uint64_t probe;                             /* and where it keeps a copy of the token */
-    _Alignas(ARENA_LINE) arena_stamp_t stamp[2]; /* by phase parity */
 } arena_line_t;
 
 struct shm_arena {
     arena_hdr_t *hdr;
     arena_line_t *lines;
+    arena_stamp_t *stamps; /* nstamps per rank, by rank */
+    uint32_t nstamps;
     char *slots;
     size_t slot_bytes;
     size_t map_bytes;
@@ -57,30 +62,49 @@ struct shm_arena {
 
 static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
-/* The arena's geometry: header and phase lines, then two slots per rank (rounded up to pages in
+/* Stamps per rank: SHM_ARENA_STAMPS_MAX, halved while all ranks' stamps would pass
+ * SHM_ARENA_STAMP_BUDGET (a power of two, so that phase % stamps survives the phase's wrap-around). */
+static uint32_t arena_stamps(int nranks)
+{
+    uint32_t k = SHM_ARENA_STAMPS_MAX;
+    while (k > 2 && (size_t)nranks * k * sizeof(arena_stamp_t) > SHM_ARENA_STAMP_BUDGET) k /= 2;
+    return k;
+}
+
+/* The arena's geometry: header, phase lines and stamps, then two slots per rank (rounded up to pages in
  * *slot_bytes); the total, or 0 if it overflows. */
 static size_t arena_layout(int nranks, size_t *slot_bytes, size_t *head_p)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     size_t slot = round_up(CHORUS_MAX(*slot_bytes, (size_t)1), page), total;
     if (nranks < 1 || slot < *slot_bytes || __builtin_mul_overflow(slot, 2 * (size_t)nranks, &total)) return 0;
-    size_t head = round_up(round_up(sizeof(arena_hdr_t), ARENA_LINE) + (size_t)nranks * sizeof(arena_line_t), page);
+    size_t head = round_up(round_up(sizeof(arena_hdr_t), ARENA_LINE) +
+                               (size_t)nranks * (sizeof(arena_line_t) + arena_stamps(nranks) * sizeof(arena_stamp_t)),
+                           page);
     if (__builtin_add_overflow(total, head, &total)) return 0;
     *slot_bytes = slot;
     *head_p = head;
     return total;
 }
 
+size_t shm_arena_map_bytes(int nranks, size_t slot_bytes)
+{
+    size_t head;
+    return arena_layout(nranks, &slot_bytes, &head);
+}
+
 /* Every rank reads every slot of the arena, from its first direct collective on: its pages are mapped
  * now (shmem_prefault), at init, where a 2-rank direct AllGather of 2 MiB otherwise took 2.5 ms on its
  * first call against 0.1 ms from the second (0.4 ms with the pages read at init). */
-static shm_arena_t *arena_wrap(void *map, size_t map_bytes, size_t head, size_t slot_bytes)
+static shm_arena_t *arena_wrap(void *map, size_t map_bytes, int nranks, size_t head, size_t slot_bytes)
 {
     shm_arena_t *a = calloc(1, sizeof(*a));
     if (!a) return NULL;
     shmem_prefault(map, map_bytes);
     a->hdr = map;
     a->lines = (arena_line_t *)((char *)map + round_up(sizeof(arena_hdr_t), ARENA_LINE));
+    a->stamps = (arena_stamp_t *)(a->lines + nranks);
+    a->nstamps = arena_stamps(nranks);
     a->slots = (char *)map + head;
     a->slot_bytes = slot_bytes;
     a->map_bytes = map_bytes;
@@ -107,7 +131,7 @@ chorus_result_t shm_arena_create(const char *name, int nranks, size_t slot_bytes
     }
     void *map;
     if (shmem_create(name, bytes, &map, err, errlen) != 0) return CHORUS_ERR_NOT_SUPPORTED;
-    shm_arena_t *a = arena_wrap(map, bytes, head, slot_bytes);
+    shm_arena_t *a = arena_wrap(map, bytes, nranks, head, slot_bytes);
     if (!a || sock_random_bytes(a->hdr->token, SHM_ARENA_TOKEN_BYTES) != CHORUS_SUCCESS) {
         snprintf(err, errlen, "%s", a ? "no random bytes for the arena's token" : "out of memory");
         free(a);
@@ -143,7 +167,7 @@ chorus_result_t shm_arena_open(const char *name, int nranks, size_t slot_bytes,
         munmap(map, bytes);
         return CHORUS_ERR_NOT_SUPPORTED;
     }
-    shm_arena_t *a = arena_wrap(map, bytes, head, slot_bytes);
+    shm_arena_t *a = arena_wrap(map, bytes, nranks, head, slot_bytes);
     if (!a) {
         snprintf(err, errlen, "out of memory");
         munmap(map, bytes);
@@ -169,14 +193,31 @@ void *shm_arena_slot(const shm_arena_t *arena, int rank, uint32_t phase)
     return arena->slots + ((size_t)rank * 2 + (phase & 1)) * arena->slot_bytes;
 }
 
-void shm_arena_publish(shm_arena_t *arena, int rank, uint32_t phase, const void *tag, size_t used)
+static arena_stamp_t *arena_stamp(const shm_arena_t *arena, int rank, uint32_t phase)
+{
+    return &arena->stamps[(size_t)rank * arena->nstamps + phase % arena->nstamps];
+}
+
+uint32_t shm_arena_stamps(const shm_arena_t *arena) { return arena->nstamps; }
+
+/* Write phase's stamp and publish it. While the stamp is rewritten its phase says phase - 1, which no
+ * reader looks for there (that phase has another stamp), so a reader of the phase it held before sees it
+ * gone before any word of it changes (shm_arena_tag_copy). */
+static void arena_stamp_write(shm_arena_t *arena, int rank, uint32_t phase, const void *tag, const void *data,
+                              size_t used)
 {
     arena_line_t *l = &arena->lines[rank];
-    arena_stamp_t *st = &l->stamp[phase & 1];
-    memcpy(st->tag, tag, SHM_ARENA_TAG_BYTES);
+    arena_stamp_t *st = arena_stamp(arena, rank, phase);
+    atomic_store_explicit(&st->phase, phase - 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    for (size_t w = 0; w < SHM_ARENA_TAG_BYTES / 8; w++) {
+        uint64_t word;
+        memcpy(&word, (const char *)tag + 8 * w, 8);
+        atomic_store_explicit(&st->tag[w], word, memory_order_relaxed);
+    }
     st->inline_bytes = UINT32_MAX;
-    if (used <= SHM_ARENA_INLINE_BYTES) {
-        memcpy(st->payload, shm_arena_slot(arena, rank, phase), used);
+    if (data && used <= SHM_ARENA_INLINE_BYTES) {
+        memcpy(st->payload, data, used);
         st->inline_bytes = (uint32_t)used;
     }
     atomic_store_explicit(&st->phase, phase, memory_order_release);
@@ -184,23 +225,56 @@ void shm_arena_publish(shm_arena_t *arena, int rank, uint32_t phase, const void 
     if (atomic_load(&l->waiters)) shmem_futex_wake_all(&l->phase);
 }
 
+void shm_arena_publish(shm_arena_t *arena, int rank, uint32_t phase, const void *tag, size_t used)
+{
+    arena_stamp_write(arena, rank, phase, tag, shm_arena_slot(arena, rank, phase), used);
+}
+
+void shm_arena_publish_inline(shm_arena_t *arena, int rank, uint32_t phase, const void *tag, const void *data,
+                              size_t bytes)
+{
+    arena_stamp_write(arena, rank, phase, tag, bytes ? data : "", bytes);
+}
+
 static int phase_reached(uint32_t cur, uint32_t phase) { return (int32_t)(cur - phase) >= 0; }
 
-/* The stamp of phase's parity holds phase exactly from its publication until rank publishes phase + 2,
- * which it cannot do before every reader of phase has moved on (see the header). */
+/* The stamp of phase holds phase exactly from its publication until rank publishes phase + nstamps, which
+ * it cannot do before every reader of phase has moved on (see the header). */
 int shm_arena_reached(const shm_arena_t *arena, int rank, uint32_t phase)
 {
-    return atomic_load_explicit(&arena->lines[rank].stamp[phase & 1].phase, memory_order_acquire) == phase;
+    return atomic_load_explicit(&arena_stamp(arena, rank, phase)->phase, memory_order_acquire) == phase;
+}
+
+int shm_arena_passed(const shm_arena_t *arena, int rank, uint32_t phase)
+{
+    return phase_reached(atomic_load_explicit(&arena->lines[rank].phase, memory_order_acquire), phase);
+}
+
+uint32_t shm_arena_phase(const shm_arena_t *arena, int rank)
+{
+    return atomic_load_explicit(&arena->lines[rank].phase, memory_order_acquire);
 }
 
 const void *shm_arena_tag(const shm_arena_t *arena, int rank, uint32_t phase)
 {
-    return arena->lines[rank].stamp[phase & 1].tag;
+    return (const void *)arena_stamp(arena, rank, phase)->tag;
+}
+
+int shm_arena_tag_copy(const shm_arena_t *arena, int rank, uint32_t phase, void *tag)
+{
+    const arena_stamp_t *st = arena_stamp(arena, rank, phase);
+    if (atomic_load_explicit(&st->phase, memory_order_acquire) != phase) return 0;
+    for (size_t w = 0; w < SHM_ARENA_TAG_BYTES / 8; w++) {
+        uint64_t word = atomic_load_explicit(&st->tag[w], memory_order_relaxed);
+        memcpy((char *)tag + 8 * w, &word, 8);
+    }
+    atomic_thread_fence(memory_order_acquire);
+    return atomic_load_explicit(&st->phase, memory_order_relaxed) == phase;
 }
 
 const void *shm_arena_data(const shm_arena_t *arena, int rank, uint32_t phase)
 {
-    const arena_stamp_t *st = &arena->lines[rank].stamp[phase & 1];
+    const arena_stamp_t *st = arena_stamp(arena, rank, phase);
     return st->inline_bytes != UINT32_MAX ? (const void *)st->payload : shm_arena_slot(arena, rank, phase);
 }
 

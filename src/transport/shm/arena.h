@@ -1,7 +1,7 @@
 /*
  * The host arena: one shared-memory segment that every rank of a single-host communicator maps, so that
  * every rank can read every other rank's data directly. It moves no bytes itself; it gives each rank
- * two slots it alone writes, and a phase counter it alone advances.
+ * two slots and a ring of stamps it alone writes, and a phase counter it alone advances.
  *
  * Phases. Ranks go through the same numbered phases (1, 2, ...). In phase k a rank writes its slot for k
  * (the slot of k's parity), publishes k with a 32-byte tag (what the rank is doing, compared by readers),
@@ -9,9 +9,13 @@
  * finished reading phase k's slots, so a slot written in phase k may be written again in phase k + 2 once
  * every peer has published k + 1. Counters are 32-bit and compared modulo 2^32.
  *
- * Each published phase has a stamp (one cache line per parity) holding the phase number, the tag and,
- * when the phase's data is at most SHM_ARENA_INLINE_BYTES, a copy of it: a reader polling the stamp
- * gets all three in one cache-line transfer, which is what small-message latency is made of.
+ * Each published phase has a stamp holding the phase number, the tag and, when the phase's data is at
+ * most SHM_ARENA_INLINE_BYTES, a copy of it: a reader polling the stamp gets all three in one transfer,
+ * which is what small-message latency is made of. A rank has shm_arena_stamps() of them, used in turn, so
+ * a phase whose data travels in its stamp alone (shm_arena_publish_inline, no slot written) may be
+ * published as soon as every peer has published the phase that many phases back: a rank can run that many
+ * phases ahead of its slowest peer through such phases (a broadcast's root), where a phase that writes a
+ * slot waits for every peer to have published the one before.
  *
  * Waiting. The phase word is also a futex: a reader that has spun long enough counts itself in the
  * writer's waiters word and sleeps on the phase word; a writer that sees waiters after publishing wakes
@@ -34,7 +38,10 @@
 
 #define SHM_ARENA_TAG_BYTES 32
 #define SHM_ARENA_TOKEN_BYTES 16
-#define SHM_ARENA_INLINE_BYTES 24
+#define SHM_ARENA_INLINE_BYTES 88
+/* Stamps per rank (a power of two), fewer where nranks of them would pass the budget. */
+#define SHM_ARENA_STAMPS_MAX 256u
+#define SHM_ARENA_STAMP_BUDGET ((size_t)4 << 20)
 
 typedef struct shm_arena shm_arena_t;
 
@@ -65,16 +72,31 @@ void shm_arena_close(shm_arena_t *arena);
 #define SHM_ARENA_AUTO_BUDGET ((size_t)16 << 20)
 size_t shm_arena_auto_slot_bytes(size_t l2_bytes, int nranks, int cores);
 
+/* The bytes an arena of nranks ranks and slots of slot_bytes maps (0 if it overflows). */
+size_t shm_arena_map_bytes(int nranks, size_t slot_bytes);
+
 size_t shm_arena_slot_bytes(const shm_arena_t *arena);
+/* How many phases a rank may publish ahead of its slowest peer through phases published inline. */
+uint32_t shm_arena_stamps(const shm_arena_t *arena);
 /* rank's slot for phase (one of its two, by the phase's parity). */
 void *shm_arena_slot(const shm_arena_t *arena, int rank, uint32_t phase);
 /* Make this rank's writes so far visible with phase and its tag, and wake the peers sleeping on it. used:
  * how many bytes of the slot the readers need (up to SHM_ARENA_INLINE_BYTES travel in the stamp). */
 void shm_arena_publish(shm_arena_t *arena, int rank, uint32_t phase, const void *tag, size_t used);
-/* Whether rank has published phase (or phase + 1): asked only while rank cannot be further ahead. */
+/* Publish phase with up to SHM_ARENA_INLINE_BYTES of data in its stamp alone, leaving the slots alone. */
+void shm_arena_publish_inline(shm_arena_t *arena, int rank, uint32_t phase, const void *tag, const void *data,
+                              size_t bytes);
+/* Whether rank's stamp of phase holds phase: asked only while rank cannot have published
+ * phase + shm_arena_stamps() (the caller has not published phase + 1). */
 int shm_arena_reached(const shm_arena_t *arena, int rank, uint32_t phase);
+/* Whether rank has published phase or a later one; shm_arena_phase: the last it published. */
+int shm_arena_passed(const shm_arena_t *arena, int rank, uint32_t phase);
+uint32_t shm_arena_phase(const shm_arena_t *arena, int rank);
+/* Copy the tag rank published with phase into tag, if its stamp still holds it (a stamp of an older phase
+ * than the caller's may be rewritten meanwhile); 0 if it does not. */
+int shm_arena_tag_copy(const shm_arena_t *arena, int rank, uint32_t phase, void *tag);
 /* The tag rank published with phase, and the phase's data (the stamp's copy, or the slot); valid once
- * reached, until rank publishes phase + 2. */
+ * reached, for as long as the caller has not published phase + 1 (rank cannot rewrite them before). */
 const void *shm_arena_tag(const shm_arena_t *arena, int rank, uint32_t phase);
 const void *shm_arena_data(const shm_arena_t *arena, int rank, uint32_t phase);
 /* Sleep until rank publishes phase, at most timeout_ms (it may return earlier). */
