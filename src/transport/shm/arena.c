@@ -40,7 +40,7 @@ typedef struct arena_stamp {
     uint8_t payload[SHM_ARENA_INLINE_BYTES];
 } arena_stamp_t;
 _Static_assert(sizeof(arena_stamp_t) == ARENA_LINE, "a stamp is two cache lines");
-_Static_assert(offsetof(arena_stamp_t, payload) + 24 <= 64, "a stamp's first line holds 24 bytes of payload");
+_Static_assert(offsetof(arena_stamp_t, payload) + SHM_ARENA_LINE_BYTES <= 64, "a stamp's first line holds them");
 
 /* What one rank publishes; only its owner writes it, apart from waiters. */
 typedef struct arena_line {
@@ -204,7 +204,7 @@ uint32_t shm_arena_stamps(const shm_arena_t *arena) { return arena->nstamps; }
  * reader looks for there (that phase has another stamp), so a reader of the phase it held before sees it
  * gone before any word of it changes (shm_arena_tag_copy). */
 static void arena_stamp_write(shm_arena_t *arena, int rank, uint32_t phase, const void *tag, const void *data,
-                              size_t used)
+                              size_t used, size_t most)
 {
     arena_line_t *l = &arena->lines[rank];
     arena_stamp_t *st = arena_stamp(arena, rank, phase);
@@ -216,8 +216,8 @@ static void arena_stamp_write(shm_arena_t *arena, int rank, uint32_t phase, cons
         atomic_store_explicit(&st->tag[w], word, memory_order_relaxed);
     }
     st->inline_bytes = UINT32_MAX;
-    if (data && used <= SHM_ARENA_INLINE_BYTES) {
-        memcpy(st->payload, data, used);
+    if (used <= most) {
+        if (used) memcpy(st->payload, data, used);
         st->inline_bytes = (uint32_t)used;
     }
     atomic_store_explicit(&st->phase, phase, memory_order_release);
@@ -227,13 +227,16 @@ static void arena_stamp_write(shm_arena_t *arena, int rank, uint32_t phase, cons
 
 void shm_arena_publish(shm_arena_t *arena, int rank, uint32_t phase, const void *tag, size_t used)
 {
-    arena_stamp_write(arena, rank, phase, tag, shm_arena_slot(arena, rank, phase), used);
+    /* A reader of more than the stamp's first line holds reads the slot: as cheap as a second line of
+     * the stamp, and the writer has no copy to make (2 ranks, one-shot AllReduce of 64 bytes: 0.45 us
+     * a call that way, 0.49 with the payload in the stamp, medians of 7 alternating runs). */
+    arena_stamp_write(arena, rank, phase, tag, shm_arena_slot(arena, rank, phase), used, SHM_ARENA_LINE_BYTES);
 }
 
 void shm_arena_publish_inline(shm_arena_t *arena, int rank, uint32_t phase, const void *tag, const void *data,
                               size_t bytes)
 {
-    arena_stamp_write(arena, rank, phase, tag, bytes ? data : "", bytes);
+    arena_stamp_write(arena, rank, phase, tag, data, bytes, SHM_ARENA_INLINE_BYTES);
 }
 
 static int phase_reached(uint32_t cur, uint32_t phase) { return (int32_t)(cur - phase) >= 0; }

@@ -10,8 +10,8 @@
  * every peer has published k + 1. Counters are 32-bit and compared modulo 2^32.
  *
  * Each published phase has a stamp holding the phase number, the tag and, when the phase's data is at
- * most SHM_ARENA_INLINE_BYTES, a copy of it: a reader polling the stamp gets all three in one transfer,
- * which is what small-message latency is made of. A rank has shm_arena_stamps() of them, used in turn, so
+ * most SHM_ARENA_LINE_BYTES, a copy of it: a reader polling the stamp gets all three in one cache-line
+ * transfer, which is what small-message latency is made of. A rank has shm_arena_stamps() of them, used in turn, so
  * a phase whose data travels in its stamp alone (shm_arena_publish_inline, no slot written) may be
  * published as soon as every peer has published the phase that many phases back: a rank can run that many
  * phases ahead of its slowest peer through such phases (a broadcast's root), where a phase that writes a
@@ -38,7 +38,8 @@
 
 #define SHM_ARENA_TAG_BYTES 32
 #define SHM_ARENA_TOKEN_BYTES 16
-#define SHM_ARENA_INLINE_BYTES 88
+#define SHM_ARENA_INLINE_BYTES 88 /* in a stamp: up to SHM_ARENA_LINE_BYTES in its first cache line */
+#define SHM_ARENA_LINE_BYTES 24
 /* Stamps per rank (a power of two), fewer where nranks of them would pass the budget. */
 #define SHM_ARENA_STAMPS_MAX 256u
 #define SHM_ARENA_STAMP_BUDGET ((size_t)4 << 20)
@@ -81,7 +82,7 @@ uint32_t shm_arena_stamps(const shm_arena_t *arena);
 /* rank's slot for phase (one of its two, by the phase's parity). */
 void *shm_arena_slot(const shm_arena_t *arena, int rank, uint32_t phase);
 /* Make this rank's writes so far visible with phase and its tag, and wake the peers sleeping on it. used:
- * how many bytes of the slot the readers need (up to SHM_ARENA_INLINE_BYTES travel in the stamp). */
+ * how many bytes of the slot the readers need (up to SHM_ARENA_LINE_BYTES travel in the stamp). */
 void shm_arena_publish(shm_arena_t *arena, int rank, uint32_t phase, const void *tag, size_t used);
 /* Publish phase with up to SHM_ARENA_INLINE_BYTES of data in its stamp alone, leaving the slots alone. */
 void shm_arena_publish_inline(shm_arena_t *arena, int rank, uint32_t phase, const void *tag, const void *data,
