@@ -11,11 +11,12 @@
  *
  * Each published phase has a stamp holding the phase number, the tag and, when the phase's data is at
  * most SHM_ARENA_LINE_BYTES, a copy of it: a reader polling the stamp gets all three in one cache-line
- * transfer, which is what small-message latency is made of. A rank has shm_arena_stamps() of them, used in turn, so
- * a phase whose data travels in its stamp alone (shm_arena_publish_inline, no slot written) may be
- * published as soon as every peer has published the phase that many phases back: a rank can run that many
- * phases ahead of its slowest peer through such phases (a broadcast's root), where a phase that writes a
- * slot waits for every peer to have published the one before.
+ * transfer, which is what small-message latency is made of. A rank has shm_arena_stamps() stamps, used
+ * in turn. A phase whose data (up to SHM_ARENA_INLINE_BYTES) travels in its stamp alone
+ * (shm_arena_publish_inline: no slot written) may be published once every peer has published the phase
+ * after the one that stamp held last: through such phases a rank can run that many phases ahead of its
+ * slowest peer (a broadcast's root does), where a phase that writes a slot waits for every peer to have
+ * published the one before.
  *
  * Waiting. The phase word is also a futex: a reader that has spun long enough counts itself in the
  * writer's waiters word and sleeps on the phase word; a writer that sees waiters after publishing wakes
