@@ -77,7 +77,10 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * (0.9 on 8 ranks, level at 64 KiB), for a power-of-two rank count, where it needs no folding; the chain
  * 0.65 to 0.75 of the binomial tree's (0.8 on 8 ranks at 16 KiB, level at 1 and 64 KiB; over shared
  * memory level or ahead). On 2 ranks sharing a host the direct Broadcast is level with or ahead of the
- * binomial tree at every size (0.65 of its time at 1 KiB, 0.75 at 16 KiB); the direct AllGather is ahead
+ * binomial tree at every size (0.65 of its time at 1 KiB, 0.75 at 16 KiB); on more, up to what travels in
+ * a stamp (PRIMS_DIRECT_INLINE_BYTES), its root runs ahead of the readers, and it took 0.43 us a call at
+ * 8 B on 8 ranks and 2 cores against the chain's 1.48, 0.26 on 4 against 0.56 (runs of 1000 calls,
+ * docs/algorithms.md); the direct AllGather is ahead
  * of the ring up to 64 KiB. Above, the order of direct, ring and single copy is the machine's: on the
  * reference machine the ring was ahead of direct (0.7 of its time at 128 KiB) and single copy of the
  * ring from 1 to 4 MiB (0.8 to 0.9 of its time; level at 8, behind at 16), on an AMD EPYC virtual machine
