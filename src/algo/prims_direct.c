@@ -64,10 +64,10 @@ static chorus_result_t direct_mismatch(prims_t *p, int peer, const void *mine_ta
     return prims_fail_mismatch(p, peer, &mine, &theirs);
 }
 
-/* The peer's tag for phase must be this rank's. */
-static chorus_result_t direct_check(prims_t *p, int peer, uint32_t phase)
+/* The peer's tag for phase (theirs: its stamp's, or a copy of it) must be this rank's. */
+static chorus_result_t direct_check(prims_t *p, int peer, uint32_t phase, const void *theirs)
 {
-    const void *mine = shm_arena_tag(p->arena, p->rank, phase), *theirs = shm_arena_tag(p->arena, peer, phase);
+    const void *mine = shm_arena_tag(p->arena, p->rank, phase);
     return memcmp(mine, theirs, SHM_ARENA_TAG_BYTES) == 0 ? CHORUS_SUCCESS : direct_mismatch(p, peer, mine, theirs);
 }
 
@@ -81,12 +81,10 @@ static chorus_result_t direct_sync(prims_t *p, int peer, uint32_t phase)
     uint32_t seen = p->direct_seen[peer];
     if ((int32_t)(seen - phase) >= 0) return CHORUS_SUCCESS;
     CHECK(direct_wait_until(p, peer, phase, shm_arena_reached));
-    CHECK(direct_check(p, peer, phase));
-    uint8_t theirs[SHM_ARENA_TAG_BYTES];
-    if (seen != phase - 1 && phase != 1 && shm_arena_tag_copy(p->arena, peer, phase - 1, theirs)) {
-        const void *mine = shm_arena_tag(p->arena, p->rank, phase - 1);
-        if (memcmp(mine, theirs, sizeof(theirs)) != 0) return direct_mismatch(p, peer, mine, theirs);
-    }
+    CHECK(direct_check(p, peer, phase, shm_arena_tag(p->arena, peer, phase)));
+    uint8_t before[SHM_ARENA_TAG_BYTES];
+    if (seen != phase - 1 && phase != 1 && shm_arena_tag_copy(p->arena, peer, phase - 1, before))
+        CHECK(direct_check(p, peer, phase - 1, before));
     p->direct_seen[peer] = phase;
     return CHORUS_SUCCESS;
 }
