@@ -29,8 +29,11 @@ echo "  $summary"
 then=$(echo "$summary" | sed -n 's/.*then \([0-9]*\) of \([0-9]*\).*now \([0-9]*\) .*/\1 \2 \3/p')
 read -r t n w <<<"${then:-x 0 y}"
 forced=$(cat "$tmp"/fixed/*.all.rows | awk '$2 >= 1048576' | wc -l)
+# The counts then and now are printed, not compared: the two predictions are rounded to different
+# digits (chorus-perf's and chorus-model's), so a point measured right at 0.8 or 1.25 of its prediction
+# may fall on either side. Each prediction's equality is checked row by row below.
 check "the replay prices every forced point from 1 MiB ($forced) as chorus-perf did" \
-    "$([ "$forced" -gt 0 ] && [ "$n" = "$forced" ] && [ "$t" = "$w" ] && echo 0 || echo 1)"
+    "$([ "$forced" -gt 0 ] && [ "$n" = "$forced" ] && [ "$t" != x ] && [ "$w" != y ] && echo 0 || echo 1)"
 rows=$(echo "$out" | awk '$5 >= 1048576 && $7 > 0 && ($8 / $7 > 1.001 || $8 / $7 < 0.999)' | wc -l)
 check "each prediction now equals the one then (to chorus-model's printed digits): $rows differ" \
     "$([ "$rows" = 0 ] && echo 0 || echo 1)"
