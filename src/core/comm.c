@@ -183,6 +183,7 @@ static chorus_result_t comm_open_transport(chorus_comm_t comm, const bootstrap_t
     int64_t left_ms = deadline == INT64_MAX ? 0 : CHORUS_MAX(time_left_ms(deadline, INT32_MAX), 1);
     transport_options_t topt = {.chunk_bytes = (size_t)comm->params.chunk_size,
                                 .socket_buffer = (size_t)comm->params.socket_buffer,
+                                .socket_send_buffer = (size_t)comm->params.socket_send_buffer,
                                 .shm_ring_bytes = (size_t)comm->params.shm_ring_size,
                                 .shm_setup_timeout_ms = left_ms,
                                 .watch_fds = socks,

@@ -235,7 +235,8 @@ static inline size_t transport_piece_bytes(size_t chunk_bytes, size_t len)
 /* Tuning handed down at connection set-up (values come from the knobs; the transport reads no knob). */
 typedef struct transport_options {
     size_t chunk_bytes;   /* progress granularity (transport_piece_bytes); 0: no limit */
-    size_t socket_buffer; /* SO_SNDBUF / SO_RCVBUF request; 0 keeps the kernel's */
+    size_t socket_buffer;      /* SO_RCVBUF request; 0 keeps the kernel's */
+    size_t socket_send_buffer; /* SO_SNDBUF request; 0 keeps the kernel's */
     size_t shm_ring_bytes; /* shm: ring per direction, rounded up to whole pages (the creator's value rules) */
     int64_t shm_setup_timeout_ms; /* shm: bound on the set-up exchange with the peer; 0: none */
     /* shm: descriptors of other connections to watch during the set-up exchange (entries of -1 and the

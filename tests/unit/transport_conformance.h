@@ -193,7 +193,8 @@ static transport_xfer_t conf_xfer(void *buf, size_t len, uint32_t tag)
 static int conf_pair(const conformance_factory_t *f, size_t chunk_bytes, size_t socket_buffer,
                      transport_conn_t **a_p, transport_conn_t **b_p)
 {
-    transport_options_t opt = {.chunk_bytes = chunk_bytes, .socket_buffer = socket_buffer};
+    transport_options_t opt = {.chunk_bytes = chunk_bytes, .socket_buffer = socket_buffer,
+                               .socket_send_buffer = socket_buffer};
     int rc = f->make_pair(&opt, a_p, b_p);
     TEST_ASSERT(rc == 0, "%s: make_pair failed", f->name);
     return rc == 0;

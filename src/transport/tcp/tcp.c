@@ -612,11 +612,21 @@ chorus_result_t tcp_conn_open(int fd, const transport_options_t *opt, transport_
     /* Nagle would hold back the small frames collectives are made of; AF_UNIX has no such delay. */
     if (domain == AF_INET || domain == AF_INET6)
         CHECK_GOTO(tcp_setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, 1, "TCP_NODELAY"), res, fail);
-    if (opt->socket_buffer > 0) {
-        int bytes = (int)CHORUS_MIN(opt->socket_buffer, (size_t)INT_MAX);
-        CHECK_GOTO(tcp_setsockopt(fd, SOL_SOCKET, SO_SNDBUF, bytes, "SO_SNDBUF"), res, fail);
-        CHECK_GOTO(tcp_setsockopt(fd, SOL_SOCKET, SO_RCVBUF, bytes, "SO_RCVBUF"), res, fail);
-    }
+    /* A small send buffer and a large receive buffer (transport_options_t). With the send buffer as large
+     * as the receive one (4 MiB), a sender copied megabytes into its socket ahead of a receiver that was
+     * not reading yet, out of the cache by the time they were read, and the window updates of a receiver
+     * that then read pushed the queued segments out from its own core while the sender pushed more from
+     * its own: over loopback segments arrived out of order and were sent again (hundreds per thousand
+     * calls, nstat's TcpRetransSegs and TCPOFOQueue), and 4-rank Broadcasts of 4 and 16 MiB took twice as
+     * long (docs/design.md, Data path). */
+    if (opt->socket_send_buffer > 0)
+        CHECK_GOTO(tcp_setsockopt(fd, SOL_SOCKET, SO_SNDBUF, (int)CHORUS_MIN(opt->socket_send_buffer, (size_t)INT_MAX),
+                                  "SO_SNDBUF"),
+                   res, fail);
+    if (opt->socket_buffer > 0)
+        CHECK_GOTO(tcp_setsockopt(fd, SOL_SOCKET, SO_RCVBUF, (int)CHORUS_MIN(opt->socket_buffer, (size_t)INT_MAX),
+                                  "SO_RCVBUF"),
+                   res, fail);
     tcp_conn_t *conn = calloc(1, sizeof(*conn));
     if (!conn) {
         res = CHORUS_ERR_NO_MEMORY;
@@ -625,8 +635,8 @@ chorus_result_t tcp_conn_open(int fd, const transport_options_t *opt, transport_
     conn->base.ops = &tcp_ops;
     conn->fd = fd;
     conn->chunk_bytes = opt->chunk_bytes;
-    LOG_DEBUG(LOG_SUB_NET, "tcp: fd %d open, chunk %zu bytes, socket buffer %zu bytes", fd, opt->chunk_bytes,
-              opt->socket_buffer);
+    LOG_DEBUG(LOG_SUB_NET, "tcp: fd %d open, chunk %zu bytes, socket buffers %zu bytes to send, %zu to receive", fd,
+              opt->chunk_bytes, opt->socket_send_buffer, opt->socket_buffer);
     *conn_p = &conn->base;
     return CHORUS_SUCCESS;
 fail:
