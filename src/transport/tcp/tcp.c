@@ -617,7 +617,7 @@ chorus_result_t tcp_conn_open(int fd, const transport_options_t *opt, transport_
      * not reading yet, out of the cache by the time they were read, and the window updates of a receiver
      * that then read pushed the queued segments out from its own core while the sender pushed more from
      * its own: over loopback segments arrived out of order and were sent again (hundreds per thousand
-     * calls, nstat's TcpRetransSegs and TCPOFOQueue), and 4-rank Broadcasts of 4 and 16 MiB took twice as
+     * calls, nstat's TcpRetransSegs and TCPOFOQueue), and 4-rank Broadcasts of 1 and 4 MiB took twice as
      * long (docs/design.md, Data path). */
     if (opt->socket_send_buffer > 0)
         CHECK_GOTO(tcp_setsockopt(fd, SOL_SOCKET, SO_SNDBUF, (int)CHORUS_MIN(opt->socket_send_buffer, (size_t)INT_MAX),
