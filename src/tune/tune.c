@@ -22,13 +22,17 @@ static const char *const regime_names[TUNE_REGIMES] = {"cache", "memory"};
 const char *tune_link_name(tune_link_t link) { return link < TUNE_LINK_COUNT ? link_names[link] : "?"; }
 
 /* Measured with `chorusrun -n 2 chorus-tune` on the reference machine (docs/tuning.md: a 2-core VM,
- * Debian 12), the median of three runs; a tuning file or the measurement at init replaces them. */
+ * Debian 12), the median of three runs; a tuning file or the measurement at init replaces them. But TCP's:
+ * the reference machine's were measured with 4 MiB send buffers, which made large transfers slower and
+ * their memory rates lower against the cache ones (the init calibration scales the memory figures by
+ * these ratios); these are chorus-tune's with the 128 KiB send buffer on the Xeon virtual machine of
+ * docs/tuning.md, the mean of two runs of three passes. */
 void tune_params_builtin(tune_params_t *tp)
 {
     *tp = (tune_params_t){
-        .alpha = {[TUNE_LINK_SHM] = 0.36e-6, [TUNE_LINK_TCP] = 6.1e-6, [TUNE_LINK_ARENA] = 0.31e-6},
-        .beta = {[TUNE_LINK_SHM] = {16.9e9, 8.6e9}, [TUNE_LINK_TCP] = {4.6e9, 1.87e9}, [TUNE_LINK_ARENA] = {22.9e9, 15.1e9}},
-        .beta_oneway = {[TUNE_LINK_SHM] = {29.5e9, 19.7e9}, [TUNE_LINK_TCP] = {6.2e9, 7.4e9}},
+        .alpha = {[TUNE_LINK_SHM] = 0.36e-6, [TUNE_LINK_TCP] = 3.1e-6, [TUNE_LINK_ARENA] = 0.31e-6},
+        .beta = {[TUNE_LINK_SHM] = {16.9e9, 8.6e9}, [TUNE_LINK_TCP] = {4.53e9, 2.65e9}, [TUNE_LINK_ARENA] = {22.9e9, 15.1e9}},
+        .beta_oneway = {[TUNE_LINK_SHM] = {29.5e9, 19.7e9}, [TUNE_LINK_TCP] = {9.17e9, 5.01e9}},
         .beta_cma = {12.5e9, 3.9e9},
         .beta_copy = {53e9, 16.1e9},
         /* beta_stream 0, as beta_copy's in memory: glibc's memcpy streams such copies itself past three
