@@ -27,8 +27,16 @@ algo_cost_t broadcast_chain_cost(const algo_shape_t *s)
     int p = s->p;
     double n = s->n;
     double k = algo_pieces(n, s->chunk);
-    /* Middle ranks receive and send at once (an exchange's load); with 2 ranks there are none. */
+    /* Middle ranks receive and send at once (an exchange's load); with 2 ranks there are none. Where the
+     * ranks outnumber the cores, the cores do the whole host's work, as an average per rank (s multiplies
+     * it back): the root only sends and the last rank only receives, half an exchange each, so p - 1
+     * exchanges' worth over p ranks, and the root's copy over p. Over TCP on a 2-core Xeon virtual machine
+     * the middle ranks' load alone priced the 4-rank chain at 1.6 to 1.8 times its measured time from 1
+     * MiB (docs/tuning.md, "The TCP send buffer"). */
     double hops = (p - 1 + k - 1) * n / k;
+    if (p > 2 && s->shared)
+        return (algo_cost_t){.link = ALGO_LINK_NET, .steps = p - 1 + k - 1, .bytes = (p - 1.0) / p * hops,
+                             .copied = n / p};
     return (algo_cost_t){.link = ALGO_LINK_NET, .steps = p - 1 + k - 1, .bytes = p > 2 ? hops : 0, .copied = n,
                          .oneway = p > 2 ? 0 : hops};
 }
