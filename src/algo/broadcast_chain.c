@@ -31,7 +31,7 @@ algo_cost_t broadcast_chain_cost(const algo_shape_t *s)
      * ranks outnumber the cores, the cores do the whole host's work, as an average per rank (s multiplies
      * it back): the root only sends and the last rank only receives, half an exchange each, so p - 1
      * exchanges' worth over p ranks, and the root's copy over p. Over TCP on a 2-core Xeon virtual machine
-     * the middle ranks' load alone priced the 4-rank chain at 1.6 to 1.8 times its measured time from 1
+     * the middle ranks' load alone priced the 4-rank chain at 1.25 to 1.8 times its measured time from 1
      * MiB (docs/tuning.md, "The TCP send buffer"). */
     double hops = (p - 1 + k - 1) * n / k;
     if (p > 2 && s->shared)
