@@ -248,14 +248,14 @@ int shm_arena_reached(const shm_arena_t *arena, int rank, uint32_t phase)
     return atomic_load_explicit(&arena_stamp(arena, rank, phase)->phase, memory_order_acquire) == phase;
 }
 
-int shm_arena_passed(const shm_arena_t *arena, int rank, uint32_t phase)
-{
-    return phase_reached(atomic_load_explicit(&arena->lines[rank].phase, memory_order_acquire), phase);
-}
-
 uint32_t shm_arena_phase(const shm_arena_t *arena, int rank)
 {
     return atomic_load_explicit(&arena->lines[rank].phase, memory_order_acquire);
+}
+
+int shm_arena_passed(const shm_arena_t *arena, int rank, uint32_t phase)
+{
+    return phase_reached(shm_arena_phase(arena, rank), phase);
 }
 
 const void *shm_arena_tag(const shm_arena_t *arena, int rank, uint32_t phase)
