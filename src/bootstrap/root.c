@@ -17,7 +17,6 @@
  */
 #include <openssl/crypto.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +27,7 @@
 #include "bootstrap/wire.h"
 #include "platform/socket.h"
 #include "util/log.h"
+#include "util/thread.h"
 #include "util/util.h"
 
 typedef enum { RC_AUTH, RC_INFO, RC_WAIT, RC_SEND } root_conn_state_t;
@@ -433,14 +433,9 @@ static chorus_result_t root_spawn(root_t *r, char *err, size_t errlen)
 {
     pthread_attr_t attr;
     pthread_t thread;
-    sigset_t all, old;
     if (pthread_attr_init(&attr) != 0) return bootstrap_fail(CHORUS_ERR_SYSTEM, err, errlen, "pthread_attr_init failed");
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    /* The root thread takes no signals: they stay with the application's threads. */
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int e = pthread_create(&thread, &attr, root_main, r);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int e = thread_start_quiet(&thread, &attr, root_main, r); /* signals stay with the application's threads */
     pthread_attr_destroy(&attr);
     if (e != 0) return bootstrap_fail(CHORUS_ERR_SYSTEM, err, errlen, "cannot start the root thread: %s", strerror(e));
     return CHORUS_SUCCESS;

@@ -5,6 +5,7 @@
 
 #include "algo/algo.h"
 #include "core/comm.h"
+#include "core/stream.h"
 #include "util/log.h"
 #include "util/util.h"
 
@@ -19,24 +20,41 @@ static int ranges_overlap(const void *a, size_t alen, const void *b, size_t blen
     return alen && blen && x < y + blen && y < x + alen;
 }
 
-/* Checks shared by every call; on failure the detail names the argument. elem_p: the datatype's size. */
+/* Checks shared by every call; on failure the detail names the argument. A call queued on a stream checks
+ * with its detail on the calling thread (the communicator's own operations may be running on a stream's
+ * thread); a call without a stream on a communicator that has streamed waits for its turn first, and so
+ * owns the communicator from here on (api_submit ends the turn). */
 static chorus_result_t api_check_common(chorus_comm_t comm, const char *name, chorus_datatype_t dtype, int check_op,
-                                        chorus_redop_t op, chorus_stream_t stream, size_t *elem_p)
+                                        chorus_redop_t op, chorus_stream_t stream, comm_call_t *c)
 {
     if (!comm) return CHORUS_ERR_INVALID_ARGUMENT;
     log_set_rank(comm->rank);
-    comm->last_error[0] = 0;
-    if (stream)
-        return comm_error(comm, CHORUS_ERR_NOT_SUPPORTED, "%s: streams are not supported yet; pass NULL as the stream",
-                          name);
+    if (stream) {
+        comm_queue_checks(comm);
+        CHECK(stream_check(comm, stream, name));
+    } else if (comm->streamed) {
+        comm_turn_wait(comm, comm_turn_take(comm));
+        c->turn = 1;
+    }
     size_t elem = dtype_size(dtype);
     if (!elem)
         return comm_error(comm, CHORUS_ERR_INVALID_ARGUMENT, "%s: datatype %d is not a chorus_datatype_t", name,
                           (int)dtype);
     if (check_op && (unsigned)op >= chorus_num_ops)
         return comm_error(comm, CHORUS_ERR_INVALID_ARGUMENT, "%s: op %d is not a chorus_redop_t", name, (int)op);
-    *elem_p = elem;
+    c->elem = elem;
     return CHORUS_SUCCESS;
+}
+
+/* Every public call ends here, checked (checked: the checks' result): run now without a stream, or queued. */
+static chorus_result_t api_submit(chorus_comm_t comm, chorus_stream_t stream, const char *name, chorus_result_t checked,
+                                  const comm_call_t *c)
+{
+    chorus_result_t res = checked;
+    if (res == CHORUS_SUCCESS) res = stream ? stream_enqueue(stream, comm, c, name) : api_call_run(comm, c);
+    if (stream) comm_queue_checks(NULL);
+    if (c->turn) comm_turn_end(comm);
+    return res;
 }
 
 /* bytes = count * elem * mult, refusing overflow. */
@@ -151,9 +169,10 @@ static chorus_result_t coll_run_staged(chorus_comm_t comm, const coll_args_t *a,
     return CHORUS_SUCCESS;
 }
 
-/* in_elems / out_elems: elements of this rank's input and output, for the staging of half types. */
-static chorus_result_t coll_run(chorus_comm_t comm, const coll_args_t *a, size_t elem, size_t in_elems, size_t out_elems)
+/* A checked collective, on the thread that owns the communicator for it. */
+static chorus_result_t coll_run(chorus_comm_t comm, const comm_call_t *c)
 {
+    const coll_args_t *a = &c->a;
     CHECK(comm_op_begin(comm));
     uint32_t tag = TAG_COLLECTIVE | (uint32_t)(comm->coll_seq & TAG_SEQ_MASK);
     int64_t start = coll_begin(comm, coll_name(a->coll), tag, comm->coll_seq);
@@ -164,11 +183,11 @@ static chorus_result_t coll_run(chorus_comm_t comm, const coll_args_t *a, size_t
     comm->prims.fp_past[comm->coll_seq % PRIMS_FP_HISTORY] = fp;
     chorus_result_t res = CHORUS_SUCCESS;
     if (comm->nranks == 1)
-        coll_local(a, elem);
+        coll_local(a, c->elem);
     else if (a->coll != COLL_BARRIER && a->count == 0)
         ; /* nothing to move: every rank agrees, as counts must match */
     else if (coll_needs_float_stage(a))
-        res = coll_run_staged(comm, a, in_elems, out_elems);
+        res = coll_run_staged(comm, a, c->in_elems, c->out_elems);
     else
         res = coll_run_algo(comm, a);
     comm->coll_seq++;
@@ -176,141 +195,214 @@ static chorus_result_t coll_run(chorus_comm_t comm, const coll_args_t *a, size_t
     return comm_op_end(comm, res);
 }
 
-chorus_result_t chorus_allreduce(const void *sendbuf, void *recvbuf, size_t count, chorus_datatype_t datatype,
-                                 chorus_redop_t op, chorus_comm_t comm, chorus_stream_t stream)
+/* Point to point: each ordered pair of ranks numbers its messages, so the tags of a send and its receive
+ * agree whatever collectives or other peers came in between. */
+static chorus_result_t p2p_run(chorus_comm_t comm, const comm_call_t *c)
+{
+    int send = c->kind == CALL_SEND, peer = c->a.root;
+    void *buf = send ? (void *)c->a.sendbuf : c->a.recvbuf;
+    CHECK(comm_op_begin(comm));
+    uint32_t *seq = send ? &comm->send_seq[peer] : &comm->recv_seq[peer];
+    int64_t start = coll_begin(comm, send ? "send" : "recv", *seq & TAG_SEQ_MASK, *seq);
+    recorder_begin(&comm->rec, start, send ? REC_SEND : REC_RECV, *seq, c->a.count, c->a.dtype, chorus_sum, peer);
+    comm->prims.fp = (prims_fingerprint_t){.coll = COLL_COUNT, .dtype = c->a.dtype, .count = c->a.count, .seq = *seq};
+    (*seq)++;
+    size_t bytes = c->a.count * c->elem;
+    chorus_result_t res = send ? prims_send(&comm->prims, peer, buf, bytes) : prims_recv(&comm->prims, peer, buf, bytes);
+    recorder_end(&comm->rec, res, comm->prims.step, comm->prims.waiting_on);
+    return comm_op_end(comm, res);
+}
+
+chorus_result_t api_call_run(chorus_comm_t comm, const comm_call_t *c)
+{
+    comm->last_error[0] = 0;
+    return c->kind == CALL_COLL ? coll_run(comm, c) : p2p_run(comm, c);
+}
+
+/* Each public call: its checks fill the call (c->elem is api_check_common's), then api_submit runs it. */
+static chorus_result_t allreduce_call(const void *sendbuf, void *recvbuf, size_t count, chorus_datatype_t datatype,
+                                      chorus_redop_t op, chorus_comm_t comm, chorus_stream_t stream, comm_call_t *c)
 {
     static const char name[] = "allreduce";
-    size_t elem = 0, bytes = 0;
-    CHECK(api_check_common(comm, name, datatype, 1, op, stream, &elem));
-    CHECK(api_bytes(comm, name, "count", count, elem, 1, &bytes));
+    size_t bytes = 0;
+    CHECK(api_check_common(comm, name, datatype, 1, op, stream, c));
+    CHECK(api_bytes(comm, name, "count", count, c->elem, 1, &bytes));
     CHECK(api_check_buf(comm, name, "sendbuf", sendbuf, bytes));
     CHECK(api_check_buf(comm, name, "recvbuf", recvbuf, bytes));
     CHECK(api_check_alias(comm, name, sendbuf, bytes, recvbuf, bytes, recvbuf));
-    coll_args_t a = {COLL_ALLREDUCE, sendbuf, recvbuf, count, datatype, op, 0};
-    return coll_run(comm, &a, elem, count, count);
+    c->a = (coll_args_t){COLL_ALLREDUCE, sendbuf, recvbuf, count, datatype, op, 0};
+    c->in_elems = c->out_elems = count;
+    return CHORUS_SUCCESS;
+}
+
+chorus_result_t chorus_allreduce(const void *sendbuf, void *recvbuf, size_t count, chorus_datatype_t datatype,
+                                 chorus_redop_t op, chorus_comm_t comm, chorus_stream_t stream)
+{
+    comm_call_t c = {.kind = CALL_COLL};
+    chorus_result_t res = allreduce_call(sendbuf, recvbuf, count, datatype, op, comm, stream, &c);
+    return api_submit(comm, stream, "allreduce", res, &c);
+}
+
+static chorus_result_t allgather_call(const void *sendbuf, void *recvbuf, size_t sendcount, chorus_datatype_t datatype,
+                                      chorus_comm_t comm, chorus_stream_t stream, comm_call_t *c)
+{
+    static const char name[] = "allgather";
+    size_t bytes = 0, rbytes = 0;
+    CHECK(api_check_common(comm, name, datatype, 0, chorus_sum, stream, c));
+    CHECK(api_bytes(comm, name, "sendcount", sendcount, c->elem, 1, &bytes));
+    CHECK(api_bytes(comm, name, "sendcount", sendcount, c->elem, (size_t)comm->nranks, &rbytes));
+    CHECK(api_check_buf(comm, name, "sendbuf", sendbuf, bytes));
+    CHECK(api_check_buf(comm, name, "recvbuf", recvbuf, rbytes));
+    CHECK(api_check_alias(comm, name, sendbuf, bytes, recvbuf, rbytes, (char *)recvbuf + (size_t)comm->rank * bytes));
+    c->a = (coll_args_t){COLL_ALLGATHER, sendbuf, recvbuf, sendcount, datatype, chorus_sum, 0};
+    return CHORUS_SUCCESS;
 }
 
 chorus_result_t chorus_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, chorus_datatype_t datatype,
                                  chorus_comm_t comm, chorus_stream_t stream)
 {
-    static const char name[] = "allgather";
-    size_t elem = 0, bytes = 0, rbytes = 0;
-    CHECK(api_check_common(comm, name, datatype, 0, chorus_sum, stream, &elem));
-    CHECK(api_bytes(comm, name, "sendcount", sendcount, elem, 1, &bytes));
-    CHECK(api_bytes(comm, name, "sendcount", sendcount, elem, (size_t)comm->nranks, &rbytes));
-    CHECK(api_check_buf(comm, name, "sendbuf", sendbuf, bytes));
-    CHECK(api_check_buf(comm, name, "recvbuf", recvbuf, rbytes));
-    CHECK(api_check_alias(comm, name, sendbuf, bytes, recvbuf, rbytes, (char *)recvbuf + (size_t)comm->rank * bytes));
-    coll_args_t a = {COLL_ALLGATHER, sendbuf, recvbuf, sendcount, datatype, chorus_sum, 0};
-    return coll_run(comm, &a, elem, 0, 0);
+    comm_call_t c = {.kind = CALL_COLL};
+    chorus_result_t res = allgather_call(sendbuf, recvbuf, sendcount, datatype, comm, stream, &c);
+    return api_submit(comm, stream, "allgather", res, &c);
 }
 
-chorus_result_t chorus_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, chorus_datatype_t datatype,
-                                      chorus_redop_t op, chorus_comm_t comm, chorus_stream_t stream)
+static chorus_result_t reduce_scatter_call(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                           chorus_datatype_t datatype, chorus_redop_t op, chorus_comm_t comm,
+                                           chorus_stream_t stream, comm_call_t *c)
 {
     static const char name[] = "reduce_scatter";
-    size_t elem = 0, bytes = 0, sbytes = 0;
-    CHECK(api_check_common(comm, name, datatype, 1, op, stream, &elem));
-    CHECK(api_bytes(comm, name, "recvcount", recvcount, elem, 1, &bytes));
-    CHECK(api_bytes(comm, name, "recvcount", recvcount, elem, (size_t)comm->nranks, &sbytes));
+    size_t bytes = 0, sbytes = 0;
+    CHECK(api_check_common(comm, name, datatype, 1, op, stream, c));
+    CHECK(api_bytes(comm, name, "recvcount", recvcount, c->elem, 1, &bytes));
+    CHECK(api_bytes(comm, name, "recvcount", recvcount, c->elem, (size_t)comm->nranks, &sbytes));
     CHECK(api_check_buf(comm, name, "sendbuf", sendbuf, sbytes));
     CHECK(api_check_buf(comm, name, "recvbuf", recvbuf, bytes));
     CHECK(api_check_alias(comm, name, (const char *)sendbuf + (size_t)comm->rank * bytes, bytes, recvbuf, bytes,
                           recvbuf));
     if (recvbuf != (const char *)sendbuf + (size_t)comm->rank * bytes)
         CHECK(api_check_alias(comm, name, sendbuf, sbytes, recvbuf, bytes, NULL));
-    coll_args_t a = {COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, datatype, op, 0};
-    return coll_run(comm, &a, elem, recvcount * (size_t)comm->nranks, recvcount);
+    c->a = (coll_args_t){COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, datatype, op, 0};
+    c->in_elems = recvcount * (size_t)comm->nranks;
+    c->out_elems = recvcount;
+    return CHORUS_SUCCESS;
 }
 
-chorus_result_t chorus_broadcast(const void *sendbuf, void *recvbuf, size_t count, chorus_datatype_t datatype, int root,
-                                 chorus_comm_t comm, chorus_stream_t stream)
+chorus_result_t chorus_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, chorus_datatype_t datatype,
+                                      chorus_redop_t op, chorus_comm_t comm, chorus_stream_t stream)
+{
+    comm_call_t c = {.kind = CALL_COLL};
+    chorus_result_t res = reduce_scatter_call(sendbuf, recvbuf, recvcount, datatype, op, comm, stream, &c);
+    return api_submit(comm, stream, "reduce_scatter", res, &c);
+}
+
+static chorus_result_t broadcast_call(const void *sendbuf, void *recvbuf, size_t count, chorus_datatype_t datatype,
+                                      int root, chorus_comm_t comm, chorus_stream_t stream, comm_call_t *c)
 {
     static const char name[] = "broadcast";
-    size_t elem = 0, bytes = 0;
-    CHECK(api_check_common(comm, name, datatype, 0, chorus_sum, stream, &elem));
+    size_t bytes = 0;
+    CHECK(api_check_common(comm, name, datatype, 0, chorus_sum, stream, c));
     CHECK(api_check_root(comm, name, "root", root));
-    CHECK(api_bytes(comm, name, "count", count, elem, 1, &bytes));
+    CHECK(api_bytes(comm, name, "count", count, c->elem, 1, &bytes));
     if (comm->rank == root) {
         CHECK(api_check_buf(comm, name, "sendbuf", sendbuf, bytes));
         CHECK(api_check_alias(comm, name, sendbuf, bytes, recvbuf, bytes, recvbuf));
     }
     CHECK(api_check_buf(comm, name, "recvbuf", recvbuf, bytes));
-    coll_args_t a = {COLL_BROADCAST, sendbuf, recvbuf, count, datatype, chorus_sum, root};
-    return coll_run(comm, &a, elem, 0, 0);
+    c->a = (coll_args_t){COLL_BROADCAST, sendbuf, recvbuf, count, datatype, chorus_sum, root};
+    return CHORUS_SUCCESS;
 }
 
-chorus_result_t chorus_reduce(const void *sendbuf, void *recvbuf, size_t count, chorus_datatype_t datatype,
-                              chorus_redop_t op, int root, chorus_comm_t comm, chorus_stream_t stream)
+chorus_result_t chorus_broadcast(const void *sendbuf, void *recvbuf, size_t count, chorus_datatype_t datatype, int root,
+                                 chorus_comm_t comm, chorus_stream_t stream)
+{
+    comm_call_t c = {.kind = CALL_COLL};
+    chorus_result_t res = broadcast_call(sendbuf, recvbuf, count, datatype, root, comm, stream, &c);
+    return api_submit(comm, stream, "broadcast", res, &c);
+}
+
+static chorus_result_t reduce_call(const void *sendbuf, void *recvbuf, size_t count, chorus_datatype_t datatype,
+                                   chorus_redop_t op, int root, chorus_comm_t comm, chorus_stream_t stream,
+                                   comm_call_t *c)
 {
     static const char name[] = "reduce";
-    size_t elem = 0, bytes = 0;
-    CHECK(api_check_common(comm, name, datatype, 1, op, stream, &elem));
+    size_t bytes = 0;
+    CHECK(api_check_common(comm, name, datatype, 1, op, stream, c));
     CHECK(api_check_root(comm, name, "root", root));
-    CHECK(api_bytes(comm, name, "count", count, elem, 1, &bytes));
+    CHECK(api_bytes(comm, name, "count", count, c->elem, 1, &bytes));
     CHECK(api_check_buf(comm, name, "sendbuf", sendbuf, bytes));
     if (comm->rank == root) {
         CHECK(api_check_buf(comm, name, "recvbuf", recvbuf, bytes));
         CHECK(api_check_alias(comm, name, sendbuf, bytes, recvbuf, bytes, recvbuf));
     }
-    coll_args_t a = {COLL_REDUCE, sendbuf, recvbuf, count, datatype, op, root};
-    return coll_run(comm, &a, elem, count, count);
+    c->a = (coll_args_t){COLL_REDUCE, sendbuf, recvbuf, count, datatype, op, root};
+    c->in_elems = c->out_elems = count;
+    return CHORUS_SUCCESS;
+}
+
+chorus_result_t chorus_reduce(const void *sendbuf, void *recvbuf, size_t count, chorus_datatype_t datatype,
+                              chorus_redop_t op, int root, chorus_comm_t comm, chorus_stream_t stream)
+{
+    comm_call_t c = {.kind = CALL_COLL};
+    chorus_result_t res = reduce_call(sendbuf, recvbuf, count, datatype, op, root, comm, stream, &c);
+    return api_submit(comm, stream, "reduce", res, &c);
+}
+
+static chorus_result_t alltoall_call(const void *sendbuf, void *recvbuf, size_t count, chorus_datatype_t datatype,
+                                     chorus_comm_t comm, chorus_stream_t stream, comm_call_t *c)
+{
+    static const char name[] = "alltoall";
+    size_t bytes = 0;
+    CHECK(api_check_common(comm, name, datatype, 0, chorus_sum, stream, c));
+    CHECK(api_bytes(comm, name, "count", count, c->elem, (size_t)comm->nranks, &bytes));
+    CHECK(api_check_buf(comm, name, "sendbuf", sendbuf, bytes));
+    CHECK(api_check_buf(comm, name, "recvbuf", recvbuf, bytes));
+    CHECK(api_check_alias(comm, name, sendbuf, bytes, recvbuf, bytes, recvbuf));
+    c->a = (coll_args_t){COLL_ALLTOALL, sendbuf, recvbuf, count, datatype, chorus_sum, 0};
+    return CHORUS_SUCCESS;
 }
 
 chorus_result_t chorus_alltoall(const void *sendbuf, void *recvbuf, size_t count, chorus_datatype_t datatype,
                                 chorus_comm_t comm, chorus_stream_t stream)
 {
-    static const char name[] = "alltoall";
-    size_t elem = 0, bytes = 0;
-    CHECK(api_check_common(comm, name, datatype, 0, chorus_sum, stream, &elem));
-    CHECK(api_bytes(comm, name, "count", count, elem, (size_t)comm->nranks, &bytes));
-    CHECK(api_check_buf(comm, name, "sendbuf", sendbuf, bytes));
-    CHECK(api_check_buf(comm, name, "recvbuf", recvbuf, bytes));
-    CHECK(api_check_alias(comm, name, sendbuf, bytes, recvbuf, bytes, recvbuf));
-    coll_args_t a = {COLL_ALLTOALL, sendbuf, recvbuf, count, datatype, chorus_sum, 0};
-    return coll_run(comm, &a, elem, 0, 0);
+    comm_call_t c = {.kind = CALL_COLL};
+    chorus_result_t res = alltoall_call(sendbuf, recvbuf, count, datatype, comm, stream, &c);
+    return api_submit(comm, stream, "alltoall", res, &c);
 }
 
 chorus_result_t chorus_barrier(chorus_comm_t comm, chorus_stream_t stream)
 {
-    size_t elem = 0;
-    CHECK(api_check_common(comm, "barrier", chorus_uint8, 0, chorus_sum, stream, &elem));
-    coll_args_t a = {COLL_BARRIER, NULL, NULL, 0, chorus_uint8, chorus_sum, 0};
-    return coll_run(comm, &a, elem, 0, 0);
+    comm_call_t c = {.kind = CALL_COLL, .a = {COLL_BARRIER, NULL, NULL, 0, chorus_uint8, chorus_sum, 0}};
+    chorus_result_t res = api_check_common(comm, "barrier", chorus_uint8, 0, chorus_sum, stream, &c);
+    return api_submit(comm, stream, "barrier", res, &c);
 }
 
-/* Point to point: each ordered pair of ranks numbers its messages, so the tags of a send and its receive
- * agree whatever collectives or other peers came in between. */
-static chorus_result_t p2p_run(chorus_comm_t comm, const char *name, int send, void *buf, size_t count,
-                               chorus_datatype_t datatype, int peer, chorus_stream_t stream)
+static chorus_result_t p2p_call(chorus_comm_t comm, const char *name, void *buf, size_t count,
+                                chorus_datatype_t datatype, int peer, chorus_stream_t stream, comm_call_t *c)
 {
-    size_t elem = 0, bytes = 0;
-    CHECK(api_check_common(comm, name, datatype, 0, chorus_sum, stream, &elem));
+    size_t bytes = 0;
+    CHECK(api_check_common(comm, name, datatype, 0, chorus_sum, stream, c));
     CHECK(api_check_root(comm, name, "peer", peer));
     if (peer == comm->rank)
         return comm_error(comm, CHORUS_ERR_INVALID_ARGUMENT,
                           "%s: peer %d is this rank; a blocking send to oneself cannot complete", name, peer);
-    CHECK(api_bytes(comm, name, "count", count, elem, 1, &bytes));
-    CHECK(api_check_buf(comm, name, send ? "sendbuf" : "recvbuf", buf, bytes));
-    CHECK(comm_op_begin(comm));
-    uint32_t *seq = send ? &comm->send_seq[peer] : &comm->recv_seq[peer];
-    int64_t start = coll_begin(comm, name, *seq & TAG_SEQ_MASK, *seq);
-    recorder_begin(&comm->rec, start, send ? REC_SEND : REC_RECV, *seq, count, datatype, chorus_sum, peer);
-    comm->prims.fp = (prims_fingerprint_t){.coll = COLL_COUNT, .dtype = datatype, .count = count, .seq = *seq};
-    (*seq)++;
-    chorus_result_t res = send ? prims_send(&comm->prims, peer, buf, bytes) : prims_recv(&comm->prims, peer, buf, bytes);
-    recorder_end(&comm->rec, res, comm->prims.step, comm->prims.waiting_on);
-    return comm_op_end(comm, res);
+    CHECK(api_bytes(comm, name, "count", count, c->elem, 1, &bytes));
+    CHECK(api_check_buf(comm, name, c->kind == CALL_SEND ? "sendbuf" : "recvbuf", buf, bytes));
+    c->a = (coll_args_t){COLL_COUNT, buf, buf, count, datatype, chorus_sum, peer};
+    return CHORUS_SUCCESS;
 }
 
 chorus_result_t chorus_send(const void *sendbuf, size_t count, chorus_datatype_t datatype, int peer, chorus_comm_t comm,
                             chorus_stream_t stream)
 {
-    return p2p_run(comm, "send", 1, (void *)sendbuf, count, datatype, peer, stream);
+    comm_call_t c = {.kind = CALL_SEND};
+    chorus_result_t res = p2p_call(comm, "send", (void *)sendbuf, count, datatype, peer, stream, &c);
+    return api_submit(comm, stream, "send", res, &c);
 }
 
 chorus_result_t chorus_recv(void *recvbuf, size_t count, chorus_datatype_t datatype, int peer, chorus_comm_t comm,
                             chorus_stream_t stream)
 {
-    return p2p_run(comm, "recv", 0, recvbuf, count, datatype, peer, stream);
+    comm_call_t c = {.kind = CALL_RECV};
+    chorus_result_t res = p2p_call(comm, "recv", recvbuf, count, datatype, peer, stream, &c);
+    return api_submit(comm, stream, "recv", res, &c);
 }

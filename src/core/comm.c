@@ -31,12 +31,26 @@ static __thread char comm_init_error[COMM_ERROR_BYTES];
  * chorus_comm_last_error to the thread that made it, until that thread's next call on the communicator. */
 static __thread uint64_t comm_side_serial; /* the communicator's serial; 0: none */
 static __thread char comm_side_text[COMM_ERROR_BYTES];
+static __thread uint64_t comm_queueing; /* the serial of the communicator whose queued call this thread checks */
 static _Atomic uint64_t comm_serials;
+
+void comm_queue_checks(chorus_comm_t comm)
+{
+    comm_queueing = comm ? comm->serial : 0;
+    if (!comm) return;
+    /* This thread's last_error shows this call's own detail from now on: none yet. */
+    comm_side_text[0] = 0;
+    comm_side_serial = comm->serial;
+}
 
 chorus_result_t comm_error(chorus_comm_t comm, chorus_result_t res, const char *fmt, ...)
 {
     char *buf = comm ? comm->last_error : comm_init_error;
     comm_side_serial = 0;
+    if (comm && comm_queueing == comm->serial) {
+        buf = comm_side_text;
+        comm_side_serial = comm->serial;
+    }
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(buf, COMM_ERROR_BYTES, fmt, ap);
@@ -77,6 +91,8 @@ static void comm_free(chorus_comm_t comm)
     free(comm->recv_seq);
     free(comm->stage);
     pthread_mutex_destroy(&comm->fail_lock);
+    pthread_mutex_destroy(&comm->turn_lock);
+    pthread_cond_destroy(&comm->turn_cv);
     free(comm);
 }
 
@@ -471,6 +487,8 @@ static chorus_result_t comm_init(chorus_comm_t *comm_p, int nranks, const chorus
     chorus_comm_t comm = calloc(1, sizeof(*comm));
     if (!comm) return comm_error(NULL, CHORUS_ERR_NO_MEMORY, "init: out of memory");
     pthread_mutex_init(&comm->fail_lock, NULL);
+    pthread_mutex_init(&comm->turn_lock, NULL);
+    pthread_cond_init(&comm->turn_cv, NULL);
     comm->serial = atomic_fetch_add(&comm_serials, 1) + 1;
     comm->rank = rank;
     comm->nranks = nranks;
@@ -640,10 +658,34 @@ static void comm_goodbye(chorus_comm_t comm)
 chorus_result_t chorus_comm_destroy(chorus_comm_t comm)
 {
     if (!comm) return comm_error(NULL, CHORUS_ERR_INVALID_ARGUMENT, "destroy: comm is NULL");
+    if (comm->streamed) comm_turn_wait(comm, comm_turn_take(comm)); /* its queued operations first */
     comm_goodbye(comm);
     comm_linger(comm);
     comm_free(comm);
     return CHORUS_SUCCESS;
+}
+
+uint64_t comm_turn_take(chorus_comm_t comm)
+{
+    pthread_mutex_lock(&comm->turn_lock);
+    uint64_t ticket = comm->turns_taken++;
+    pthread_mutex_unlock(&comm->turn_lock);
+    return ticket;
+}
+
+void comm_turn_wait(chorus_comm_t comm, uint64_t ticket)
+{
+    pthread_mutex_lock(&comm->turn_lock);
+    while (comm->turns_done != ticket) pthread_cond_wait(&comm->turn_cv, &comm->turn_lock);
+    pthread_mutex_unlock(&comm->turn_lock);
+}
+
+void comm_turn_end(chorus_comm_t comm)
+{
+    pthread_mutex_lock(&comm->turn_lock);
+    comm->turns_done++;
+    pthread_cond_broadcast(&comm->turn_cv);
+    pthread_mutex_unlock(&comm->turn_lock);
 }
 
 /* Make res the communicator's sticky error, described by detail, unless it already has one; returns

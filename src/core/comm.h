@@ -45,7 +45,43 @@ struct chorus_comm {
     int64_t init_deadline_ns; /* while init runs: when CHORUS_CONNECT_TIMEOUT ends it (monotonic ns); else 0 */
     recorder_t rec; /* the flight recorder */
     tune_state_t tune; /* how calls choose their algorithm (comm_tune.c) */
+    /* Turns (comm_turn_*): once an operation was queued on a stream (streamed), every operation takes a
+     * ticket when issued and runs when the operations issued before it are done, so that the stream
+     * threads and the caller's own thread run them one at a time, in the order they were issued. */
+    int streamed; /* set and read by the issuing thread only */
+    pthread_mutex_t turn_lock;
+    pthread_cond_t turn_cv;
+    uint64_t turns_taken, turns_done;
 };
+
+/* One operation, checked and ready to run, now or later on a stream's thread (stream.c). */
+typedef enum { CALL_COLL, CALL_SEND, CALL_RECV } call_kind_t;
+typedef struct comm_call {
+    call_kind_t kind;
+    coll_args_t a;         /* CALL_SEND, CALL_RECV: the buffer, count and datatype; root is the peer */
+    size_t elem;           /* the datatype's size */
+    size_t in_elems, out_elems; /* this rank's input and output elements (half-precision staging) */
+    int turn;              /* a call without a stream holds its communicator's turn (comm_turn_wait) */
+} comm_call_t;
+
+/* Run a checked call on the calling thread (api.c). The caller holds the communicator's turn if it has
+ * streamed. */
+chorus_result_t api_call_run(chorus_comm_t comm, const comm_call_t *c);
+
+/* A ticket in the communicator's order of operations, taken when the operation is issued. */
+uint64_t comm_turn_take(chorus_comm_t comm);
+/* Wait until every operation issued before the ticket's is done. Each of those is bounded by its own
+ * timeout (and ended by an abort), so this wait is too. */
+void comm_turn_wait(chorus_comm_t comm, uint64_t ticket);
+/* The turn's operation is done: the next may run. The caller touches the communicator no more after this
+ * (a chorus_comm_destroy waiting for its turn may free it at once). */
+void comm_turn_end(chorus_comm_t comm);
+
+/* While this thread checks the arguments of an operation it queues on a stream, the communicator's own
+ * operations may be running on a stream's thread and writing last_error: this call's detail goes to this
+ * thread's own buffer instead (as comm_side_error's), which chorus_comm_last_error shows this thread until
+ * its next call on the communicator. comm_queue_checks(NULL) ends the checks. */
+void comm_queue_checks(chorus_comm_t comm);
 
 /* Operations bracket their work with these: begin refuses a broken communicator (returning its sticky
  * error), end makes a peer-caused failure sticky. */

@@ -25,6 +25,7 @@
 #include "bootstrap/wire.h"
 #include "core/comm.h"
 #include "util/log.h"
+#include "util/thread.h"
 
 #define REC_FORMAT_VERSION 1
 #define REC_MAX_SIZE (1 << 20)
@@ -225,18 +226,13 @@ static void *rec_helper(void *arg)
     }
 }
 
-/* Start the helper with every signal blocked (it inherits this thread's mask), so that the application's
- * signals are never handled on a Chorus thread; then install the handler. Returns 0 or an errno value. */
+/* Start the helper (taking no signals), then install the handler. Returns 0 or an errno value. */
 static int rec_start_helper(void)
 {
     if (rec_pipe[0] < 0 && pipe2(rec_pipe, O_CLOEXEC) != 0) return errno;
     (void)fcntl(rec_pipe[1], F_SETFL, O_NONBLOCK); /* a flood of signals must never block a handler */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
     atomic_store(&rec_stop, 0);
-    int err = pthread_create(&rec_thread, NULL, rec_helper, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int err = thread_start_quiet(&rec_thread, NULL, rec_helper, NULL);
     if (err) return err;
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
