@@ -15,6 +15,7 @@
 
 typedef struct chorus_ctx {
     chorus_comm_t comm;
+    chorus_stream_t stream; /* -z 0: the calls are queued here; NULL: blocking */
     int rank;
     int nranks;
 } chorus_ctx_t;
@@ -26,19 +27,20 @@ static void report(chorus_comm_t comm, const char *what, chorus_result_t res)
             *detail ? ": " : "", detail);
 }
 
-/* Blocking send and recv on a NULL stream: if every rank sent first, large messages would deadlock. Even
- * ranks send first and odd ranks receive first; with an odd nranks the last (even) rank's send to rank 0
- * completes once rank 0 has finished its own send and turns to receive. */
+/* A send and a recv, run in order (blocking, or one after the other on the stream): if every rank sent
+ * first, large messages would deadlock. Even ranks send first and odd ranks receive first; with an odd
+ * nranks the last (even) rank's send to rank 0 completes once rank 0 has finished its own send and turns
+ * to receive. */
 static chorus_result_t sendrecv(const chorus_ctx_t *x, const perf_call_t *c)
 {
     int next = (x->rank + 1) % x->nranks, prev = (x->rank - 1 + x->nranks) % x->nranks;
     chorus_result_t res;
     if (x->rank % 2 == 0) {
-        res = chorus_send(c->sendbuf, c->count, c->dtype, next, x->comm, NULL);
-        if (res == CHORUS_SUCCESS) res = chorus_recv(c->recvbuf, c->count, c->dtype, prev, x->comm, NULL);
+        res = chorus_send(c->sendbuf, c->count, c->dtype, next, x->comm, x->stream);
+        if (res == CHORUS_SUCCESS) res = chorus_recv(c->recvbuf, c->count, c->dtype, prev, x->comm, x->stream);
     } else {
-        res = chorus_recv(c->recvbuf, c->count, c->dtype, prev, x->comm, NULL);
-        if (res == CHORUS_SUCCESS) res = chorus_send(c->sendbuf, c->count, c->dtype, next, x->comm, NULL);
+        res = chorus_recv(c->recvbuf, c->count, c->dtype, prev, x->comm, x->stream);
+        if (res == CHORUS_SUCCESS) res = chorus_send(c->sendbuf, c->count, c->dtype, next, x->comm, x->stream);
     }
     return res;
 }
@@ -49,25 +51,35 @@ static int chorus_run(void *ctx, const perf_call_t *c)
     chorus_result_t res;
     switch (c->coll) {
     case PERF_ALLREDUCE:
-        res = chorus_allreduce(c->sendbuf, c->recvbuf, c->count, c->dtype, c->op, x->comm, NULL);
+        res = chorus_allreduce(c->sendbuf, c->recvbuf, c->count, c->dtype, c->op, x->comm, x->stream);
         break;
-    case PERF_ALLGATHER: res = chorus_allgather(c->sendbuf, c->recvbuf, c->count, c->dtype, x->comm, NULL); break;
+    case PERF_ALLGATHER: res = chorus_allgather(c->sendbuf, c->recvbuf, c->count, c->dtype, x->comm, x->stream); break;
     case PERF_REDUCE_SCATTER:
-        res = chorus_reduce_scatter(c->sendbuf, c->recvbuf, c->count, c->dtype, c->op, x->comm, NULL);
+        res = chorus_reduce_scatter(c->sendbuf, c->recvbuf, c->count, c->dtype, c->op, x->comm, x->stream);
         break;
     case PERF_BROADCAST:
-        res = chorus_broadcast(c->sendbuf, c->recvbuf, c->count, c->dtype, c->root, x->comm, NULL);
+        res = chorus_broadcast(c->sendbuf, c->recvbuf, c->count, c->dtype, c->root, x->comm, x->stream);
         break;
     case PERF_REDUCE:
-        res = chorus_reduce(c->sendbuf, c->recvbuf, c->count, c->dtype, c->op, c->root, x->comm, NULL);
+        res = chorus_reduce(c->sendbuf, c->recvbuf, c->count, c->dtype, c->op, c->root, x->comm, x->stream);
         break;
-    case PERF_ALLTOALL: res = chorus_alltoall(c->sendbuf, c->recvbuf, c->count, c->dtype, x->comm, NULL); break;
+    case PERF_ALLTOALL: res = chorus_alltoall(c->sendbuf, c->recvbuf, c->count, c->dtype, x->comm, x->stream); break;
     case PERF_SENDRECV: res = sendrecv(x, c); break;
-    case PERF_BARRIER: res = chorus_barrier(x->comm, NULL); break;
+    case PERF_BARRIER: res = chorus_barrier(x->comm, x->stream); break;
     default: res = CHORUS_ERR_INVALID_ARGUMENT; break;
     }
     if (res == CHORUS_SUCCESS) return 0;
     report(x->comm, perf_coll_name(c->coll), res);
+    return -1;
+}
+
+static int chorus_sync(void *ctx)
+{
+    const chorus_ctx_t *x = ctx;
+    chorus_result_t res = chorus_stream_synchronize(x->stream);
+    if (res == CHORUS_SUCCESS) return 0;
+    fprintf(stderr, "chorus-perf: stream_synchronize failed: %s: %s\n", chorus_result_name(res),
+            chorus_stream_last_error(x->stream));
     return -1;
 }
 
@@ -199,6 +211,7 @@ static int run(const perf_opts_t *opts, chorus_ctx_t *x)
         .allreduce_max_double = chorus_max_double,
         .allreduce_sum_int64 = chorus_sum_int64,
         .predict = chorus_predict,
+        .sync = chorus_sync,
     };
     return perf_main(opts, &be);
 }
@@ -221,8 +234,13 @@ int main(int argc, char **argv)
     }
     if (names[0]) force_algo(opts.coll, names[0]);
 
-    chorus_ctx_t x;
-    chorus_result_t res = chorus_comm_init_from_env(&x.comm);
+    chorus_ctx_t x = {NULL};
+    chorus_result_t res = opts.blocking ? CHORUS_SUCCESS : chorus_stream_create(&x.stream);
+    if (res != CHORUS_SUCCESS) {
+        report(NULL, "chorus_stream_create", res);
+        return 1;
+    }
+    res = chorus_comm_init_from_env(&x.comm);
     if (res != CHORUS_SUCCESS) {
         report(NULL, "chorus_comm_init_from_env (run under chorusrun)", res);
         return 1;
@@ -253,5 +271,6 @@ int main(int argc, char **argv)
         report(NULL, "chorus_comm_destroy", res);
         rc = 1;
     }
+    if (x.stream && chorus_stream_destroy(x.stream) != CHORUS_SUCCESS) rc = 1; /* its failures were reported */
     return rc;
 }

@@ -65,6 +65,8 @@ static void usage(const char *extra)
            "  -a ALGO     force one algorithm of the collective, or all: one block per algorithm\n"
            "  -O BYTES    start both buffers this many bytes past a page boundary (default 0; malloc puts\n"
            "              large blocks 16 bytes past one, and some copy routines care)\n"
+           "  -z 0|1      1: every call completes before it returns (default); 0: the calls are queued on a\n"
+           "              stream and waited for once after the timed ones, as nccl-tests does by default\n"
            "Sizes are the bytes of the whole buffer, as in nccl-tests: for allgather, reduce_scatter and\n"
            "alltoall the nranks blocks together.\n",
            program_invocation_short_name, extra ? extra : "");
@@ -122,9 +124,9 @@ static int parse_coll(const char *text, perf_coll_t *coll_p)
 int perf_parse_args(int argc, char **argv, const char *extra_usage, perf_opts_t *o)
 {
     *o = (perf_opts_t){.min_bytes = 32 << 20, .max_bytes = 32 << 20, .factor = 2, .iters = 20, .warmup = 5,
-                       .check = 1, .ndtypes = 1, .dtypes = {chorus_float32}, .nops = 1, .ops = {chorus_sum}};
+                       .check = 1, .blocking = 1, .ndtypes = 1, .dtypes = {chorus_float32}, .nops = 1, .ops = {chorus_sum}};
     int bad = 0, opt;
-    while (!bad && (opt = getopt(argc, argv, "b:e:f:n:w:c:o:d:r:a:O:h")) != -1) {
+    while (!bad && (opt = getopt(argc, argv, "b:e:f:n:w:c:o:d:r:a:O:z:h")) != -1) {
         switch (opt) {
         case 'b': bad = parse_size_arg(optarg, 'b', &o->min_bytes); break;
         case 'e': bad = parse_size_arg(optarg, 'e', &o->max_bytes); break;
@@ -137,6 +139,7 @@ int perf_parse_args(int argc, char **argv, const char *extra_usage, perf_opts_t 
         case 'd': bad = parse_dtypes(optarg, o); break;
         case 'a': o->algo = optarg; break;
         case 'O': bad = parse_int_arg(optarg, 'O', 0, 4095, &o->offset); break;
+        case 'z': bad = parse_int_arg(optarg, 'z', 0, 1, &o->blocking); break;
         case 'h': usage(extra_usage); return 1;
         default: bad = 1;
         }
@@ -391,6 +394,12 @@ static size_t row_wrong(const row_t *row, const perf_call_t *call)
     }
 }
 
+/* With -z 0, wait for the calls queued so far. */
+static int sync_calls(const row_t *row)
+{
+    return row->opts->blocking ? 0 : row->be->sync(row->be->ctx);
+}
+
 /* Average microseconds per call on the slowest rank, as nccl-tests reports. */
 static int time_call(const row_t *row, const perf_call_t *call, double *us_p)
 {
@@ -398,10 +407,11 @@ static int time_call(const row_t *row, const perf_call_t *call, double *us_p)
     const perf_call_t barrier = {.coll = PERF_BARRIER};
     for (int i = 0; i < row->opts->warmup; i++)
         if (be->run(be->ctx, call)) return -1;
-    if (be->run(be->ctx, &barrier)) return -1;
+    if (be->run(be->ctx, &barrier) || sync_calls(row)) return -1;
     int64_t start = time_now_ns();
     for (int i = 0; i < row->opts->iters; i++)
         if (be->run(be->ctx, call)) return -1;
+    if (sync_calls(row)) return -1;
     *us_p = (double)(time_now_ns() - start) / 1e3 / row->opts->iters;
     return be->allreduce_max_double(be->ctx, us_p);
 }
@@ -409,7 +419,7 @@ static int time_call(const row_t *row, const perf_call_t *call, double *us_p)
 static int check_call(const row_t *row, const perf_call_t *call, int64_t *wrong_p)
 {
     row_fill(row, call);
-    if (row->be->run(row->be->ctx, call)) return -1;
+    if (row->be->run(row->be->ctx, call) || sync_calls(row)) return -1;
     *wrong_p = (int64_t)row_wrong(row, call);
     return row->be->allreduce_sum_int64(row->be->ctx, wrong_p);
 }
@@ -507,9 +517,9 @@ static void print_header(const perf_opts_t *o, const perf_backend_t *be)
     if (!(colls[o->coll].flags & COLL_REDUCES)) op = "none";
     printf("# %s %s: nranks %d, %s\n", program_invocation_short_name, colls[o->coll].name, be->nranks, be->description);
     printf("# dtype %s, op %s, minBytes %lld, maxBytes %lld, step %d (factor), warmup iters %d, iters %d, "
-           "validation %d, root %d, buffers %d bytes past a page\n",
+           "validation %d, root %d, buffers %d bytes past a page, blocking %d\n",
            o->ndtypes > 1 ? "all" : dtype_name(o->dtypes[0]), op, (long long)o->min_bytes, (long long)o->max_bytes,
-           o->factor, o->warmup, o->iters, o->check, o->root, o->offset);
+           o->factor, o->warmup, o->iters, o->check, o->root, o->offset, o->blocking);
     printf("#\n#%63s%s%27s%s\n", "", "out-of-place", "", "in-place");
     printf("#%11s  %12s  %8s  %6s  %6s", "size", "count", "type", "redop", "root");
     for (int m = 0; m < 2; m++) printf("  %9s  %7s  %7s  %6s", "time", "algbw", "busbw", "#wrong");
@@ -536,6 +546,10 @@ int perf_main(const perf_opts_t *o, const perf_backend_t *be)
 {
     if (o->root >= be->nranks) {
         if (be->rank == 0) fprintf(stderr, "-r %d: the root must be below nranks (%d)\n", o->root, be->nranks);
+        return 2;
+    }
+    if (!o->blocking && !be->sync) {
+        if (be->rank == 0) fprintf(stderr, "-z 0: %s runs blocking calls only\n", program_invocation_short_name);
         return 2;
     }
     if (be->rank == 0) print_header(o, be);

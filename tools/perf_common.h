@@ -36,6 +36,8 @@ typedef struct perf_opts {
     chorus_redop_t ops[chorus_num_ops];
     const char *algo; /* -a: the algorithm to force, "all", or NULL; the backend applies it */
     int offset;       /* -O: bytes past a page boundary where both buffers start */
+    int blocking;     /* -z: 1, each call completes before it returns; 0, calls are queued (a stream) and
+                       * waited for after the timed loop, as nccl-tests does by default */
 } perf_opts_t;
 
 /* One call as the Chorus API spells it: count is per rank for allgather (sendcount), reduce_scatter
@@ -67,6 +69,9 @@ typedef struct perf_backend {
      * printed beside the measured time. */
     const char *(*predict)(void *ctx, const perf_call_t *call, double *us_p);
     int (*allreduce_sum_int64)(void *ctx, int64_t *value);
+    /* With -z 0: wait for every call run has queued (0 on success; on failure it has printed why). A
+     * backend without it runs blocking calls only. */
+    int (*sync)(void *ctx);
 } perf_backend_t;
 
 /* Parses "COLLECTIVE [flags]". Returns 0 to run, 1 if help was printed, -1 on a usage error (printed).

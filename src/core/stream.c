@@ -12,6 +12,7 @@
  * next synchronize (or query) returns the first such failure and clears it. Calls after a failed one still
  * run: they may be on other communicators whose peers expect them, and on the broken one they fail at once.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,7 @@ struct chorus_stream {
     pthread_cond_t done_cv; /* synchronize waits here for the thread */
     stream_op_t *head, *tail;
     uint64_t queued, finished;
+    uint64_t wake_at; /* the smallest count of finished calls a synchronize waits for; UINT64_MAX: none */
     int stopping;
     chorus_result_t error;               /* the first failure not yet reported */
     char error_text[STREAM_ERROR_BYTES]; /* its detail (under lock) */
@@ -76,8 +78,11 @@ static void *stream_main(void *arg)
             s->error = res;
             memcpy(s->error_text, detail, sizeof(detail));
         }
-        s->finished++;
-        pthread_cond_broadcast(&s->done_cv);
+        /* Waking the caller at every call would cost it a context switch per call on a busy core. */
+        if (++s->finished >= s->wake_at) {
+            s->wake_at = UINT64_MAX;
+            pthread_cond_broadcast(&s->done_cv);
+        }
         free(op);
     }
     pthread_mutex_unlock(&s->lock);
@@ -100,6 +105,7 @@ chorus_result_t chorus_stream_create(chorus_stream_t *stream_p)
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->work_cv, NULL);
     pthread_cond_init(&s->done_cv, NULL);
+    s->wake_at = UINT64_MAX;
     int err = thread_start_quiet(&s->thread, NULL, stream_main, s);
     if (err) {
         pthread_cond_destroy(&s->done_cv);
@@ -160,8 +166,10 @@ chorus_result_t chorus_stream_synchronize(chorus_stream_t s)
         return stream_bad(s, "stream_synchronize");
     pthread_mutex_lock(&s->lock);
     uint64_t target = s->queued;
-    while (s->finished < target)
+    while (s->finished < target) {
+        if (target < s->wake_at) s->wake_at = target;
         pthread_cond_wait(&s->done_cv, &s->lock);
+    }
     chorus_result_t res = stream_report(s);
     pthread_mutex_unlock(&s->lock);
     return res;
