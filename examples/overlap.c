@@ -15,13 +15,13 @@
 #include <string.h>
 #include <time.h>
 
-#define CHECK_CHORUS(call, detail)                                                                 \
-    do {                                                                                           \
-        chorus_result_t r_ = (call);                                                               \
-        if (r_ != CHORUS_SUCCESS) {                                                                \
-            fprintf(stderr, "%s failed: %s: %s\n", #call, chorus_strerror(r_), detail);            \
-            exit(1);                                                                               \
-        }                                                                                          \
+#define CHECK_CHORUS(call, detail)                                                                                     \
+    do {                                                                                                               \
+        chorus_result_t r_ = (call);                                                                                   \
+        if (r_ != CHORUS_SUCCESS) {                                                                                    \
+            fprintf(stderr, "%s failed: %s: %s\n", #call, chorus_strerror(r_), detail);                                \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 static double now_s(void)
@@ -102,9 +102,9 @@ int main(int argc, char **argv)
     for (int pass = 0; pass < 2; pass++) {
         t0 = now_s();
         for (int b = 0; b < buckets; b++)
-            CHECK_CHORUS(chorus_allreduce(grads + b * count, grads + b * count, count, chorus_float32, chorus_sum,
-                                          comm, NULL),
-                         chorus_comm_last_error(comm));
+            CHECK_CHORUS(
+                chorus_allreduce(grads + b * count, grads + b * count, count, chorus_float32, chorus_sum, comm, NULL),
+                chorus_comm_last_error(comm));
     }
     double comm_us = slowest(now_s() - t0, comm) / buckets * 1e6;
     /* The bucket's compute: writing the gradient, and as many rounds of spin as make up the rest. */
@@ -141,8 +141,8 @@ int main(int argc, char **argv)
     if (rank == 0) {
         double lo = comm_us < compute_us ? comm_us : compute_us, hi = comm_us + compute_us - lo;
         printf("# overlap: %d ranks, %d buckets of %zu bytes; alone, one bucket's allreduce %.0f us and its compute "
-               "%.0f us:\n# serial would take %.2f ms per step, fully overlapped %.2f\n", nranks, buckets,
-               count * sizeof(float), comm_us, compute_us, buckets * (comm_us + compute_us) * 1e-3,
+               "%.0f us:\n# serial would take %.2f ms per step, fully overlapped %.2f\n",
+               nranks, buckets, count * sizeof(float), comm_us, compute_us, buckets * (comm_us + compute_us) * 1e-3,
                (buckets * hi + lo) * 1e-3);
         printf("serial      %9.2f ms per step (median of %d)\n", serial * 1e3, steps);
         printf("overlapped  %9.2f ms per step: %.2fx the serial speed\n", overlapped * 1e3, serial / overlapped);

@@ -21,6 +21,7 @@
 #include "core/stream.h"
 #include "util/log.h"
 #include "util/thread.h"
+#include "util/util.h"
 
 #define STREAM_MAGIC 0x6d727453u /* "Strm" */
 #define STREAM_ERROR_BYTES (COMM_ERROR_BYTES + 64)
@@ -54,11 +55,9 @@ static void *stream_main(void *arg)
     char detail[STREAM_ERROR_BYTES];
     pthread_mutex_lock(&s->lock);
     for (;;) {
-        while (!s->head && !s->stopping)
-            pthread_cond_wait(&s->work_cv, &s->lock);
+        while (!s->head && !s->stopping) pthread_cond_wait(&s->work_cv, &s->lock);
         stream_op_t *op = s->head;
-        if (!op)
-            break;
+        if (!op) break;
         pthread_mutex_unlock(&s->lock);
 
         chorus_comm_t comm = op->comm;
@@ -72,8 +71,7 @@ static void *stream_main(void *arg)
 
         pthread_mutex_lock(&s->lock);
         s->head = op->next;
-        if (!s->head)
-            s->tail = NULL;
+        if (!s->head) s->tail = NULL;
         if (res != CHORUS_SUCCESS && s->error == CHORUS_SUCCESS) {
             s->error = res;
             memcpy(s->error_text, detail, sizeof(detail));
@@ -89,19 +87,11 @@ static void *stream_main(void *arg)
     return NULL;
 }
 
-static chorus_result_t stream_bad(chorus_stream_t s, const char *name)
-{
-    return comm_error(NULL, CHORUS_ERR_INVALID_ARGUMENT, "%s: stream %p is not a stream chorus_stream_create made",
-                      name, (void *)s);
-}
-
 chorus_result_t chorus_stream_create(chorus_stream_t *stream_p)
 {
-    if (!stream_p)
-        return comm_error(NULL, CHORUS_ERR_INVALID_ARGUMENT, "stream_create: stream_p is NULL");
+    if (!stream_p) return comm_error(NULL, CHORUS_ERR_INVALID_ARGUMENT, "stream_create: stream_p is NULL");
     chorus_stream_t s = calloc(1, sizeof(*s));
-    if (!s)
-        return comm_error(NULL, CHORUS_ERR_NO_MEMORY, "stream_create: out of memory");
+    if (!s) return comm_error(NULL, CHORUS_ERR_NO_MEMORY, "stream_create: out of memory");
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->work_cv, NULL);
     pthread_cond_init(&s->done_cv, NULL);
@@ -122,23 +112,21 @@ chorus_result_t chorus_stream_create(chorus_stream_t *stream_p)
     return CHORUS_SUCCESS;
 }
 
-chorus_result_t stream_check(chorus_comm_t comm, chorus_stream_t stream, const char *name)
+chorus_result_t stream_check(chorus_comm_t comm, chorus_stream_t s, const char *name)
 {
-    if (stream->magic == STREAM_MAGIC)
-        return CHORUS_SUCCESS;
+    if (s && s->magic == STREAM_MAGIC) return CHORUS_SUCCESS;
     return comm_error(comm, CHORUS_ERR_INVALID_ARGUMENT,
-                      "%s: stream %p is not a stream chorus_stream_create made (or it was destroyed)", name,
-                      (void *)stream);
+                      "%s: stream %p is not a stream chorus_stream_create made (or it was destroyed)", name, (void *)s);
 }
 
 chorus_result_t stream_enqueue(chorus_stream_t s, chorus_comm_t comm, const comm_call_t *c, const char *name)
 {
     stream_op_t *op = malloc(sizeof(*op));
-    if (!op)
-        return comm_error(comm, CHORUS_ERR_NO_MEMORY, "%s: out of memory queueing it on its stream", name);
+    if (!op) return comm_error(comm, CHORUS_ERR_NO_MEMORY, "%s: out of memory queueing it on its stream", name);
     comm->streamed = 1;
-    *op = (stream_op_t){.comm = comm, .ticket = comm_turn_take(comm), .name = name, .call = *c};
+    *op = (stream_op_t){.comm = comm, .name = name, .call = *c};
     pthread_mutex_lock(&s->lock);
+    op->ticket = comm_turn_take(comm); /* under the lock: on this stream, tickets follow queue order */
     if (s->tail)
         s->tail->next = op;
     else
@@ -162,8 +150,7 @@ static chorus_result_t stream_report(chorus_stream_t s)
 
 chorus_result_t chorus_stream_synchronize(chorus_stream_t s)
 {
-    if (!s || s->magic != STREAM_MAGIC)
-        return stream_bad(s, "stream_synchronize");
+    CHECK(stream_check(NULL, s, "stream_synchronize"));
     pthread_mutex_lock(&s->lock);
     uint64_t target = s->queued;
     while (s->finished < target) {
@@ -177,8 +164,7 @@ chorus_result_t chorus_stream_synchronize(chorus_stream_t s)
 
 chorus_result_t chorus_stream_query(chorus_stream_t s)
 {
-    if (!s || s->magic != STREAM_MAGIC)
-        return stream_bad(s, "stream_query");
+    CHECK(stream_check(NULL, s, "stream_query"));
     pthread_mutex_lock(&s->lock);
     chorus_result_t res = s->finished < s->queued ? CHORUS_IN_PROGRESS : stream_report(s);
     pthread_mutex_unlock(&s->lock);
@@ -189,8 +175,7 @@ const char *chorus_stream_last_error(chorus_stream_t s) { return s && s->magic =
 
 chorus_result_t chorus_stream_destroy(chorus_stream_t s)
 {
-    if (!s || s->magic != STREAM_MAGIC)
-        return stream_bad(s, "stream_destroy");
+    CHECK(stream_check(NULL, s, "stream_destroy"));
     chorus_result_t res = chorus_stream_synchronize(s);
     pthread_mutex_lock(&s->lock);
     s->stopping = 1;

@@ -45,10 +45,8 @@ static void on_alarm(int sig)
 static int check(int rank, const char *path, int ok, const char *what, const char *detail)
 {
     atomic_fetch_add(&checks, 1);
-    if (ok)
-        return 1;
-    if (atomic_fetch_add(&failures, 1) < 30)
-        fprintf(stderr, "rank %d (%s): %s: %s\n", rank, path, what, detail);
+    if (ok) return 1;
+    if (atomic_fetch_add(&failures, 1) < 30) fprintf(stderr, "rank %d (%s): %s: %s\n", rank, path, what, detail);
     return 0;
 }
 
@@ -85,8 +83,7 @@ static void compare(const rank_ctx_t *c, const char *what, const int32_t *got, c
 {
     size_t bad = 0, first = 0;
     for (size_t i = 0; i < n; i++)
-        if (got[i] != want[i] && !bad++)
-            first = i;
+        if (got[i] != want[i] && !bad++) first = i;
     char detail[160];
     snprintf(detail, sizeof(detail), "%zu of %zu elements wrong, first at %zu (%d, expected %d)", bad, n, first,
              bad ? got[first] : 0, bad ? want[first] : 0);
@@ -141,11 +138,9 @@ static void queued(const rank_ctx_t *c, chorus_stream_t s, size_t n)
     bufs_t b = {.n = n};
     b.in = malloc(n * p * sizeof(int32_t));
     int32_t **outs[] = {&b.ar, &b.ag, &b.rs, &b.bc, &b.rd, &b.a2a, &b.p2p};
-    for (size_t k = 0; k < sizeof(outs) / sizeof(outs[0]); k++)
-        *outs[k] = calloc(n * p, sizeof(int32_t));
+    for (size_t k = 0; k < sizeof(outs) / sizeof(outs[0]); k++) *outs[k] = calloc(n * p, sizeof(int32_t));
     b.half = malloc(n * sizeof(uint16_t));
-    for (size_t i = 0; i < n * p; i++)
-        b.in[i] = value(c->rank, i);
+    for (size_t i = 0; i < n * p; i++) b.in[i] = value(c->rank, i);
     for (size_t i = 0; i < n; i++) { /* float16 of small integers: sign, exponent and mantissa by hand */
         int32_t v = value(c->rank, i);
         uint16_t sign = v < 0 ? 0x8000 : 0, mag = (uint16_t)(v < 0 ? -v : v), h = 0;
@@ -171,16 +166,13 @@ static void queued(const rank_ctx_t *c, chorus_stream_t s, size_t n)
         r[7] = chorus_recv(b.p2p, n, chorus_int32, left, m, s);
         r[8] = chorus_send(b.in, n, chorus_int32, right, m, s);
     }
-    for (int k = 0; k < 9; k++)
-        EXPECT_CALL(c, r[k], CHORUS_SUCCESS, "queueing");
-    if (!EXPECT_STREAM(c, s, chorus_stream_synchronize(s), CHORUS_SUCCESS, "synchronize"))
-        exit(1);
+    for (int k = 0; k < 9; k++) EXPECT_CALL(c, r[k], CHORUS_SUCCESS, "queueing");
+    if (!EXPECT_STREAM(c, s, chorus_stream_synchronize(s), CHORUS_SUCCESS, "synchronize")) exit(1);
 
     int32_t *want = malloc(n * p * sizeof(int32_t));
     for (size_t i = 0; i < n; i++) {
         want[i] = 0;
-        for (int q = 0; q < nranks; q++)
-            want[i] += value(q, i);
+        for (int q = 0; q < nranks; q++) want[i] += value(q, i);
     }
     compare(c, "queued allreduce", b.ar, want, n);
     size_t bad16 = 0;
@@ -190,37 +182,30 @@ static void queued(const rank_ctx_t *c, chorus_stream_t s, size_t n)
         bad16 += (b.half[i] & 0x8000 ? -mag : mag) != want[i];
     }
     check(c->rank, c->path, bad16 == 0, "queued float16 allreduce", "wrong elements");
-    for (size_t i = 0; i < n * p; i++)
-        want[i] = value((int)(i / n), i % n);
+    for (size_t i = 0; i < n * p; i++) want[i] = value((int)(i / n), i % n);
     compare(c, "queued allgather", b.ag, want, n * p);
     for (size_t i = 0; i < n; i++) {
         want[i] = 0;
-        for (int q = 0; q < nranks; q++)
-            want[i] += value(q, (size_t)c->rank * n + i);
+        for (int q = 0; q < nranks; q++) want[i] += value(q, (size_t)c->rank * n + i);
     }
     compare(c, "queued reduce_scatter", b.rs, want, n);
-    for (size_t i = 0; i < n; i++)
-        want[i] = value(1 % nranks, i);
+    for (size_t i = 0; i < n; i++) want[i] = value(1 % nranks, i);
     compare(c, "queued broadcast", b.bc, want, n);
     if (c->rank == 0) {
         for (size_t i = 0; i < n; i++) {
             want[i] = value(0, i);
-            for (int q = 1; q < nranks; q++)
-                want[i] = value(q, i) > want[i] ? value(q, i) : want[i];
+            for (int q = 1; q < nranks; q++) want[i] = value(q, i) > want[i] ? value(q, i) : want[i];
         }
         compare(c, "queued reduce", b.rd, want, n);
     }
-    for (size_t i = 0; i < n * p; i++)
-        want[i] = value((int)(i / n), (size_t)c->rank * n + i % n);
+    for (size_t i = 0; i < n * p; i++) want[i] = value((int)(i / n), (size_t)c->rank * n + i % n);
     compare(c, "queued alltoall", b.a2a, want, n * p);
-    for (size_t i = 0; i < n; i++)
-        want[i] = value(left, i);
+    for (size_t i = 0; i < n; i++) want[i] = value(left, i);
     compare(c, "queued send/recv", b.p2p, want, n);
     free(want);
     free(b.in);
     free(b.half);
-    for (size_t k = 0; k < sizeof(outs) / sizeof(outs[0]); k++)
-        free(*outs[k]);
+    for (size_t k = 0; k < sizeof(outs) / sizeof(outs[0]); k++) free(*outs[k]);
 }
 
 /* ---- Order of issue across streams and calls without one ---- */
@@ -229,8 +214,7 @@ static void order(const rank_ctx_t *c, chorus_stream_t s1, chorus_stream_t s2)
 {
     enum { N = 4099 };
     int32_t *x = malloc(N * sizeof(int32_t)), *y = malloc((size_t)nranks * sizeof(int32_t));
-    for (size_t i = 0; i < N; i++)
-        x[i] = c->rank + 1;
+    for (size_t i = 0; i < N; i++) x[i] = c->rank + 1;
     int32_t sum = nranks * (nranks + 1) / 2;
     EXPECT_CALL(c, chorus_allreduce(x, x, N, chorus_int32, chorus_sum, c->comm, s1), CHORUS_SUCCESS, "order: queue 1");
     EXPECT_CALL(c, chorus_allgather(x, y, 1, chorus_int32, c->comm, s2), CHORUS_SUCCESS, "order: queue 2");
@@ -238,12 +222,10 @@ static void order(const rank_ctx_t *c, chorus_stream_t s1, chorus_stream_t s2)
                 "order: the call without a stream");
     /* The call without a stream ran last, so both queued ones are done: y may be read before synchronizing. */
     int32_t *want = malloc(N * sizeof(int32_t));
-    for (int r = 0; r < nranks; r++)
-        want[r] = sum;
+    for (int r = 0; r < nranks; r++) want[r] = sum;
     compare(c, "order: the allgather queued on a second stream saw the first stream's allreduce", y, want,
             (size_t)nranks);
-    for (size_t i = 0; i < N; i++)
-        want[i] = sum * nranks;
+    for (size_t i = 0; i < N; i++) want[i] = sum * nranks;
     compare(c, "order: the allreduce without a stream came after both", x, want, N);
     EXPECT_STREAM(c, s1, chorus_stream_synchronize(s1), CHORUS_SUCCESS, "order: synchronize 1");
     EXPECT_STREAM(c, s2, chorus_stream_synchronize(s2), CHORUS_SUCCESS, "order: synchronize 2");
@@ -261,8 +243,7 @@ static void async(const rank_ctx_t *c, chorus_stream_t s)
     for (int i = 0; i < N; i++) {
         x[i] = value(c->rank, (size_t)i);
         want[i] = 0;
-        for (int q = 0; q < nranks; q++)
-            want[i] += value(q, (size_t)i);
+        for (int q = 0; q < nranks; q++) want[i] += value(q, (size_t)i);
     }
     if (c->rank == 0) {
         EXPECT_CALL(c, chorus_allreduce(x, x, N, chorus_int32, chorus_sum, c->comm, s), CHORUS_SUCCESS, "async: queue");
@@ -327,8 +308,7 @@ static void abort_queued(int rank, chorus_stream_t s)
 {
     rank_ctx_t c = {rank, init_rank(rank, NULL, 0), "shm"};
     if (rank == 0) {
-        for (int i = 0; i < 3; i++)
-            expect(&c, chorus_barrier(c.comm, s), CHORUS_SUCCESS, "abort: queue a barrier", "");
+        for (int i = 0; i < 3; i++) expect(&c, chorus_barrier(c.comm, s), CHORUS_SUCCESS, "abort: queue a barrier", "");
         usleep(50000);
         expect(&c, chorus_stream_query(s), CHORUS_IN_PROGRESS, "abort: query before the abort", "");
         expect(&c, chorus_comm_abort(c.comm), CHORUS_SUCCESS, "abort", "");
@@ -346,8 +326,7 @@ static void destroy_pending(const rank_ctx_t *c, chorus_stream_t s)
     for (size_t i = 0; i < N; i++) {
         x[i] = y[i] = value(c->rank, i);
         want[i] = 0;
-        for (int q = 0; q < nranks; q++)
-            want[i] += value(q, i);
+        for (int q = 0; q < nranks; q++) want[i] += value(q, i);
     }
     chorus_stream_t t = new_stream(c);
     expect(c, chorus_allreduce(x, x, N, chorus_int32, chorus_sum, c->comm, t), CHORUS_SUCCESS, "destroy: queue", "");
@@ -365,8 +344,7 @@ static void destroy_pending(const rank_ctx_t *c, chorus_stream_t s)
 static void exercise(const rank_ctx_t *c, chorus_stream_t s1, chorus_stream_t s2)
 {
     static const size_t counts[] = {1, 1037, 65537, 300007};
-    for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++)
-        queued(c, s1, counts[k]);
+    for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) queued(c, s1, counts[k]);
     order(c, s1, s2);
     async(c, s2);
 }
@@ -392,8 +370,7 @@ static void *rank_main(void *arg)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1)
-        nranks = atoi(argv[1]);
+    if (argc > 1) nranks = atoi(argv[1]);
     unsigned seconds = argc > 2 ? (unsigned)atoi(argv[2]) : 120;
     if (nranks < 2 || nranks > MAX_RANKS) {
         fprintf(stderr, "usage: test_streams [NRANKS (2..%d)] [SECONDS]\n", MAX_RANKS);
@@ -403,10 +380,8 @@ int main(int argc, char **argv)
     alarm(seconds);
     pthread_barrier_init(&all_ranks, NULL, (unsigned)nranks);
     pthread_t th[MAX_RANKS];
-    for (int r = 0; r < nranks; r++)
-        pthread_create(&th[r], NULL, rank_main, (void *)(intptr_t)r);
-    for (int r = 0; r < nranks; r++)
-        pthread_join(th[r], NULL);
+    for (int r = 0; r < nranks; r++) pthread_create(&th[r], NULL, rank_main, (void *)(intptr_t)r);
+    for (int r = 0; r < nranks; r++) pthread_join(th[r], NULL);
     pthread_barrier_destroy(&all_ranks);
     int bad = atomic_load(&failures);
     printf("test_streams: %d ranks as threads: %d passed, %d failed\n", nranks, atomic_load(&checks) - bad, bad);
