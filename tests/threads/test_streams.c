@@ -17,30 +17,12 @@
  *
  * Usage: test_streams [NRANKS] [SECONDS]   (defaults: 3 ranks, 120 s)
  */
-#include <chorus/chorus.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#define MAX_RANKS 8
+#include "ranks.h"
 
-static int nranks = 3;
-static chorus_unique_id_t shared_id;
-static pthread_barrier_t all_ranks;
 static atomic_int failures, checks;
-
-static void on_alarm(int sig)
-{
-    (void)sig;
-    static const char msg[] = "test_streams: timed out (hang?)\n";
-    (void)!write(2, msg, sizeof(msg) - 1);
-    _exit(124);
-}
 
 static int check(int rank, const char *path, int ok, const char *what, const char *detail)
 {
@@ -88,30 +70,6 @@ static void compare(const rank_ctx_t *c, const char *what, const int32_t *got, c
     snprintf(detail, sizeof(detail), "%zu of %zu elements wrong, first at %zu (%d, expected %d)", bad, n, first,
              bad ? got[first] : 0, bad ? want[first] : 0);
     check(c->rank, c->path, bad == 0, what, detail);
-}
-
-static chorus_comm_t init_rank(int rank, const char *transport, int64_t timeout_ms)
-{
-    if (rank == 0) {
-        if (transport)
-            setenv("CHORUS_TRANSPORT", transport, 1);
-        else
-            unsetenv("CHORUS_TRANSPORT");
-        if (chorus_get_unique_id(&shared_id) != CHORUS_SUCCESS) {
-            fprintf(stderr, "get_unique_id failed: %s\n", chorus_comm_last_error(NULL));
-            exit(1);
-        }
-    }
-    pthread_barrier_wait(&all_ranks);
-    chorus_config_t cfg = CHORUS_CONFIG_INITIALIZER;
-    cfg.timeout_ms = timeout_ms;
-    chorus_comm_t comm = NULL;
-    if (chorus_comm_init_rank_config(&comm, nranks, shared_id, rank, &cfg) != CHORUS_SUCCESS) {
-        fprintf(stderr, "rank %d: init failed: %s\n", rank, chorus_comm_last_error(NULL));
-        exit(1);
-    }
-    pthread_barrier_wait(&all_ranks);
-    return comm;
 }
 
 static chorus_stream_t new_stream(const rank_ctx_t *c)
@@ -284,7 +242,7 @@ static void bad_arguments(const rank_ctx_t *c, chorus_stream_t s)
  * short timeout; the other ranks wait meanwhile, then everyone destroys it. */
 static void timeout_queued(int rank, chorus_stream_t s)
 {
-    rank_ctx_t c = {rank, init_rank(rank, NULL, 300), "shm, 300 ms timeout"};
+    rank_ctx_t c = {rank, ranks_init(rank, NULL, 300), "shm, 300 ms timeout"};
     if (rank == 0) {
         int32_t x[4];
         expect(&c, chorus_recv(x, 4, chorus_int32, 1, c.comm, s), CHORUS_SUCCESS, "timeout: queue the recv", "");
@@ -306,7 +264,7 @@ static void timeout_queued(int rank, chorus_stream_t s)
 /* Rank 0 queues barriers no peer joins, then aborts the communicator. */
 static void abort_queued(int rank, chorus_stream_t s)
 {
-    rank_ctx_t c = {rank, init_rank(rank, NULL, 0), "shm"};
+    rank_ctx_t c = {rank, ranks_init(rank, NULL, 0), "shm"};
     if (rank == 0) {
         for (int i = 0; i < 3; i++) expect(&c, chorus_barrier(c.comm, s), CHORUS_SUCCESS, "abort: queue a barrier", "");
         usleep(50000);
@@ -354,9 +312,9 @@ static void *rank_main(void *arg)
     int rank = (int)(intptr_t)arg;
     rank_ctx_t probe = {rank, NULL, "streams"};
     chorus_stream_t s1 = new_stream(&probe), s2 = new_stream(&probe);
-    rank_ctx_t a = {rank, init_rank(rank, NULL, 0), "shm"};
+    rank_ctx_t a = {rank, ranks_init(rank, NULL, 0), "shm"};
     exercise(&a, s1, s2);
-    rank_ctx_t b = {rank, init_rank(rank, "tcp", 0), "tcp"};
+    rank_ctx_t b = {rank, ranks_init(rank, "tcp", 0), "tcp"};
     exercise(&b, s1, s2);
     bad_arguments(&a, s1);
     timeout_queued(rank, s1);
@@ -370,19 +328,7 @@ static void *rank_main(void *arg)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1) nranks = atoi(argv[1]);
-    unsigned seconds = argc > 2 ? (unsigned)atoi(argv[2]) : 120;
-    if (nranks < 2 || nranks > MAX_RANKS) {
-        fprintf(stderr, "usage: test_streams [NRANKS (2..%d)] [SECONDS]\n", MAX_RANKS);
-        return 2;
-    }
-    signal(SIGALRM, on_alarm);
-    alarm(seconds);
-    pthread_barrier_init(&all_ranks, NULL, (unsigned)nranks);
-    pthread_t th[MAX_RANKS];
-    for (int r = 0; r < nranks; r++) pthread_create(&th[r], NULL, rank_main, (void *)(intptr_t)r);
-    for (int r = 0; r < nranks; r++) pthread_join(th[r], NULL);
-    pthread_barrier_destroy(&all_ranks);
+    if (ranks_run(argc, argv, 3, rank_main)) return 2;
     int bad = atomic_load(&failures);
     printf("test_streams: %d ranks as threads: %d passed, %d failed\n", nranks, atomic_load(&checks) - bad, bad);
     return bad ? 1 : 0;

@@ -19,22 +19,12 @@
  *
  * Usage: test_threads [NRANKS] [SECONDS]   (defaults: 4 ranks, 120 s)
  */
-#include <chorus/chorus.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
-#define MAX_RANKS 16
+#include "ranks.h"
 
-static int nranks = 4;
-static chorus_unique_id_t shared_id; /* written by thread 0 between two barriers */
-static pthread_barrier_t all_ranks;
 static atomic_int failures, checks;
 
 /* Sizes per rank's block, in int32 elements: none, one, odd, a few KiB, just over 256 KiB (the default
@@ -47,14 +37,6 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void on_alarm(int sig)
-{
-    (void)sig;
-    static const char msg[] = "test_threads: timed out (hang?)\n";
-    (void)!write(2, msg, sizeof(msg) - 1);
-    _exit(124);
 }
 
 typedef struct rank_ctx {
@@ -339,38 +321,15 @@ static void abort_while_blocked(const rank_ctx_t *c, int use_recv)
 
 /* ---- Ranks ---- */
 
-static chorus_comm_t init_rank(int rank, const char *transport)
-{
-    if (rank == 0) {
-        if (transport)
-            setenv("CHORUS_TRANSPORT", transport, 1);
-        else
-            unsetenv("CHORUS_TRANSPORT");
-        if (chorus_get_unique_id(&shared_id) != CHORUS_SUCCESS) {
-            fprintf(stderr, "get_unique_id failed: %s\n", chorus_comm_last_error(NULL));
-            exit(1);
-        }
-    }
-    pthread_barrier_wait(&all_ranks); /* the id and the environment are set: every rank may read them */
-    chorus_comm_t comm = NULL;
-    if (chorus_comm_init_rank(&comm, nranks, shared_id, rank) != CHORUS_SUCCESS) {
-        fprintf(stderr, "rank %d: init (%s) failed: %s\n", rank, transport ? transport : "default",
-                chorus_comm_last_error(NULL));
-        exit(1);
-    }
-    pthread_barrier_wait(&all_ranks); /* every init has read the environment */
-    return comm;
-}
-
 static void *rank_main(void *arg)
 {
     int rank = (int)(intptr_t)arg;
-    rank_ctx_t a = {rank, init_rank(rank, NULL), "shm"};
+    rank_ctx_t a = {rank, ranks_init(rank, NULL, 0), "shm"};
     dumper_t dumper; /* rank 1's communicators are dumped while they work (rank 0 has the aborts) */
     if (rank == 1) dumper_start(&dumper, a.comm);
     exercise(&a);
     if (rank == 1) dumper_stop(&a, &dumper);
-    rank_ctx_t b = {rank, init_rank(rank, "tcp"), "tcp"};
+    rank_ctx_t b = {rank, ranks_init(rank, "tcp", 0), "tcp"};
     if (rank == 1) dumper_start(&dumper, b.comm);
     exercise(&b);
     if (rank == 1) dumper_stop(&b, &dumper);
@@ -387,20 +346,8 @@ static void *rank_main(void *arg)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1) nranks = atoi(argv[1]);
-    unsigned seconds = argc > 2 ? (unsigned)atoi(argv[2]) : 120;
-    if (nranks < 2 || nranks > MAX_RANKS) {
-        fprintf(stderr, "usage: test_threads [NRANKS (2..%d)] [SECONDS]\n", MAX_RANKS);
-        return 2;
-    }
-    signal(SIGALRM, on_alarm);
-    alarm(seconds);
     double t0 = now_s();
-    pthread_barrier_init(&all_ranks, NULL, (unsigned)nranks);
-    pthread_t th[MAX_RANKS];
-    for (int r = 0; r < nranks; r++) pthread_create(&th[r], NULL, rank_main, (void *)(intptr_t)r);
-    for (int r = 0; r < nranks; r++) pthread_join(th[r], NULL);
-    pthread_barrier_destroy(&all_ranks);
+    if (ranks_run(argc, argv, 4, rank_main)) return 2;
     int bad = atomic_load(&failures);
     printf("test_threads: %d ranks as threads, %.1f s: %d passed, %d failed\n", nranks, now_s() - t0,
            atomic_load(&checks) - bad, bad);
