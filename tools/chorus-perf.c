@@ -151,14 +151,15 @@ static int algo_names(const perf_opts_t *o, const char **names, int max)
 
 /* Whether the communicator can run the named algorithm of -a all (one it cannot would fall back to
  * another, and its block would measure that one under the wrong name). */
-static int algo_runs_here(const perf_opts_t *o, const char *name, chorus_comm_t comm)
+/* NULL if the algorithm runs on this communicator, else what it needs. */
+static const char *algo_needs_here(const perf_opts_t *o, const char *name, chorus_comm_t comm)
 {
     size_t n;
     const algo_desc_t *t = algo_registry(&n);
     for (size_t i = 0; i < n; i++)
         if (strcmp(coll_name(t[i].coll), perf_coll_name(o->coll)) == 0 && strcmp(t[i].name, name) == 0)
-            return algo_supported(&t[i], comm_algo_caps(comm));
-    return 1;
+            return algo_supported(&t[i], comm_algo_caps(comm)) ? NULL : algo_needs_text(&t[i]);
+    return NULL;
 }
 
 /* CHORUS_ALGO is read when a communicator is made, so each algorithm gets its own. */
@@ -250,10 +251,10 @@ int main(int argc, char **argv)
     for (int i = 0; rc == 0 && i < nnames; i++) {
         /* The communicator of another algorithm tells (the layout is the same); skipping before making
          * a new one keeps the next one's set-up broadcast off an algorithm this one cannot run. */
-        if (names[i] && nnames > 1 && !algo_runs_here(&opts, names[i], x.comm)) {
+        const char *needs = names[i] && nnames > 1 ? algo_needs_here(&opts, names[i], x.comm) : NULL;
+        if (needs) {
             if (x.rank == 0)
-                printf("# %s algorithm %s: skipped, it needs direct access (every rank on one host, with shared "
-                       "memory)\n#\n", perf_coll_name(opts.coll), names[i]);
+                printf("# %s algorithm %s: skipped, it needs %s\n#\n", perf_coll_name(opts.coll), names[i], needs);
             continue;
         }
         if (i > 0) {

@@ -39,7 +39,8 @@ typedef chorus_result_t (*algo_run_fn)(prims_t *p, const coll_args_t *a);
 /* Restrictions, declared with each registry entry. */
 enum {
     ALGO_NEEDS_DIRECT = 1u << 0,     /* every rank on one host, sharing the host arena (prims_direct_bytes() > 0) */
-    ALGO_NEEDS_SINGLE_COPY = 1u << 1 /* and able to read each other's memory (prims_direct_single_copy()) */
+    ALGO_NEEDS_SINGLE_COPY = 1u << 1, /* and able to read each other's memory (prims_direct_single_copy()) */
+    ALGO_NEEDS_HOSTS = 1u << 2        /* ranks on two hosts or more, some host with two ranks or more */
 };
 
 /* The cost model's view of an algorithm (src/tune/ owns the parameters and the arithmetic): the terms
@@ -63,6 +64,8 @@ typedef struct algo_shape {
     double chunk; /* pipelining unit of the connection algorithms (CHORUS_CHUNK_SIZE) */
     double slot;  /* host arena slot (CHORUS_SHM_SLOT_SIZE) */
     int shared;   /* ranks outnumber the cores of their host: work that overlaps elsewhere adds up here */
+    int hosts;    /* hosts the ranks are on (0: not known, one) */
+    int per_host; /* ranks on the busiest host (0: not known) */
 } algo_shape_t;
 
 typedef struct algo_cost {
@@ -129,6 +132,8 @@ typedef struct algo_caps {
      * rank that waits is then often not running when its data arrives, and algorithms whose steps each
      * depend on one neighbour (a ring) stall where all-pairs exchanges find work from any peer. */
     int oversubscribed;
+    int hosts;    /* hosts the ranks are on */
+    int per_host; /* ranks on the busiest host */
 } algo_caps_t;
 
 /* CHORUS_ALGO, parsed once per communicator: the registry entries calls may use (bit i: entry i). */
@@ -147,6 +152,8 @@ const algo_desc_t *algo_registry(size_t *n_p);
 chorus_result_t algo_config_parse(const char *text, algo_config_t *cfg_p, char *err, size_t errlen);
 /* Whether CHORUS_ALGO allows the algorithm. */
 int algo_config_allows(const algo_config_t *cfg, const algo_desc_t *d);
+/* What the algorithm's restrictions ask of a communicator, in words, for messages ("" if nothing). */
+const char *algo_needs_text(const algo_desc_t *d);
 /* Whether the communicator meets the algorithm's restrictions. */
 int algo_supported(const algo_desc_t *d, const algo_caps_t *caps);
 /* Whether the call is in place, the same on every rank (AllGather's and ReduceScatter's in-place buffers
@@ -188,6 +195,7 @@ chorus_result_t allreduce_star(prims_t *p, const coll_args_t *a);
 chorus_result_t allreduce_oneshot(prims_t *p, const coll_args_t *a);
 chorus_result_t allreduce_twoshot(prims_t *p, const coll_args_t *a);
 chorus_result_t allreduce_cma(prims_t *p, const coll_args_t *a);
+chorus_result_t allreduce_hier(prims_t *p, const coll_args_t *a);
 chorus_result_t allgather_ring(prims_t *p, const coll_args_t *a);
 chorus_result_t allgather_rd(prims_t *p, const coll_args_t *a);
 chorus_result_t allgather_bruck(prims_t *p, const coll_args_t *a);
@@ -227,6 +235,7 @@ algo_cost_t allreduce_star_cost(const algo_shape_t *s);
 algo_cost_t allreduce_oneshot_cost(const algo_shape_t *s);
 algo_cost_t allreduce_twoshot_cost(const algo_shape_t *s);
 algo_cost_t allreduce_cma_cost(const algo_shape_t *s);
+algo_cost_t allreduce_hier_cost(const algo_shape_t *s);
 algo_cost_t allgather_ring_cost(const algo_shape_t *s);
 algo_cost_t allgather_rd_cost(const algo_shape_t *s);
 algo_cost_t allgather_bruck_cost(const algo_shape_t *s);

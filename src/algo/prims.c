@@ -77,6 +77,8 @@ typedef struct exch {
 
 const char *prims_host(const prims_t *p, int peer) { return p->hosts ? p->hosts[peer] : "?"; }
 
+int prims_host_of(const prims_t *p, int rank) { return p->host_of ? p->host_of[rank] : 0; }
+
 static const char *fp_kind(uint32_t coll) { return coll == COLL_COUNT ? "send/recv" : coll_name((coll_kind_t)coll); }
 
 #define PRIMS_WHY_VERSION 0x57485901u /* "WHY" 1 */

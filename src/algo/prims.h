@@ -29,6 +29,8 @@ typedef struct prims_reduce {
 
 int prims_rank(const prims_t *p);
 int prims_nranks(const prims_t *p);
+/* The host a rank runs on: hosts are numbered 0, 1, ... in the order of their lowest ranks. */
+int prims_host_of(const prims_t *p, int rank);
 size_t prims_chunk_bytes(const prims_t *p);
 /* Scratch memory owned by the communicator, valid until the operation ends; slot 0 and 1 are independent
  * buffers (for double buffering). Contents are undefined. */

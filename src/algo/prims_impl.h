@@ -42,6 +42,7 @@ struct prims {
     int nranks;
     transport_conn_t **conns; /* by rank; NULL for this rank */
     const char (*hosts)[PRIMS_HOST_BYTES]; /* by rank, for error messages */
+    const int *host_of;                    /* by rank: its host (prims_host_of) */
     progress_engine_t *engine;
     size_t chunk_bytes;
     /* The operation in progress (set by the core before it runs an algorithm). */

@@ -24,6 +24,7 @@ static const algo_desc_t algo_table[] = {
     {COLL_ALLREDUCE, "oneshot", allreduce_oneshot, ALGO_NEEDS_DIRECT, allreduce_oneshot_cost},
     {COLL_ALLREDUCE, "twoshot", allreduce_twoshot, ALGO_NEEDS_DIRECT, allreduce_twoshot_cost},
     {COLL_ALLREDUCE, "cma", allreduce_cma, ALGO_NEEDS_DIRECT | ALGO_NEEDS_SINGLE_COPY, allreduce_cma_cost},
+    {COLL_ALLREDUCE, "hier", allreduce_hier, ALGO_NEEDS_HOSTS, allreduce_hier_cost},
     {COLL_ALLGATHER, "ring", allgather_ring, 0, allgather_ring_cost},
     {COLL_ALLGATHER, "rd", allgather_rd, 0, allgather_rd_cost},
     {COLL_ALLGATHER, "bruck", allgather_bruck, 0, allgather_bruck_cost},
@@ -182,6 +183,7 @@ static const struct algo_rule {
     RULE(COLL_ALLREDUCE, "oneshot", .min_ranks = 3, .max_total = 1 << 20),
     RULE(COLL_ALLREDUCE, "twoshot", .min_ranks = 8),
     RULE(COLL_ALLREDUCE, "twoshot", .min_ranks = 4, .min_bytes = 4 << 20),
+    RULE(COLL_ALLREDUCE, "hier"),
     RULE(COLL_ALLREDUCE, "mesh", .max_ranks = 2, .min_bytes = 8 << 20),
     RULE(COLL_ALLREDUCE, "mesh", .min_bytes = 1 << 20, .oversubscribed = 1),
     RULE(COLL_ALLREDUCE, "star", .max_ranks = 8, .max_bytes = 256 << 10, .oversubscribed = 1),
@@ -374,10 +376,20 @@ int algo_config_allows(const algo_config_t *cfg, const algo_desc_t *d)
     return cfg->allowed >> (size_t)(d - algo_table) & 1;
 }
 
+const char *algo_needs_text(const algo_desc_t *d)
+{
+    if (d->needs & ALGO_NEEDS_SINGLE_COPY)
+        return "every rank on one host, with shared memory, and reads of each other's memory (process_vm_readv)";
+    if (d->needs & ALGO_NEEDS_DIRECT) return "every rank on one host, with shared memory";
+    if (d->needs & ALGO_NEEDS_HOSTS) return "ranks on two hosts or more, some host with two ranks or more";
+    return "";
+}
+
 int algo_supported(const algo_desc_t *d, const algo_caps_t *caps)
 {
     return (!(d->needs & ALGO_NEEDS_DIRECT) || caps->direct) &&
-           (!(d->needs & ALGO_NEEDS_SINGLE_COPY) || caps->single_copy);
+           (!(d->needs & ALGO_NEEDS_SINGLE_COPY) || caps->single_copy) &&
+           (!(d->needs & ALGO_NEEDS_HOSTS) || (caps->hosts > 1 && caps->per_host > 1));
 }
 
 /* The collective's first algorithm that cfg (NULL: anything) allows and caps supports. */
@@ -392,7 +404,7 @@ static const algo_desc_t *algo_allowed(coll_kind_t coll, const algo_caps_t *caps
 /* Each rule's registry entries (one bit each), resolved once: selection runs on every call and compares no
  * strings. A rule names one algorithm, or several separated by commas for the model to choose among. */
 static uint64_t rule_mask[CHORUS_ARRAY_SIZE(algo_rules)];
-static uint64_t needs_direct_mask, needs_single_copy_mask; /* the entries with each restriction */
+static uint64_t needs_direct_mask, needs_single_copy_mask, needs_hosts_mask; /* the entries with each restriction */
 static pthread_once_t rule_masks_once = PTHREAD_ONCE_INIT;
 
 /* Rule r's entries: its names in CHORUS_ALGO's syntax, "collective:name[,name...]", read as that parser
@@ -411,6 +423,7 @@ static void resolve_rule_masks(void)
     for (size_t i = 0; i < ALGO_COUNT; i++) {
         if (algo_table[i].needs & ALGO_NEEDS_DIRECT) needs_direct_mask |= 1ull << i;
         if (algo_table[i].needs & ALGO_NEEDS_SINGLE_COPY) needs_single_copy_mask |= 1ull << i;
+        if (algo_table[i].needs & ALGO_NEEDS_HOSTS) needs_hosts_mask |= 1ull << i;
     }
     char why[256];
     for (size_t r = 0; r < CHORUS_ARRAY_SIZE(algo_rules); r++) rule_mask[r] = rule_entries(r, why, sizeof(why));
@@ -434,7 +447,9 @@ uint64_t algo_rule_choice(coll_kind_t coll, size_t bytes, int in_place, const al
 {
     pthread_once(&rule_masks_once, resolve_rule_masks);
     /* algo_supported for every entry at once */
-    uint64_t supported = ~((caps->direct ? 0 : needs_direct_mask) | (caps->single_copy ? 0 : needs_single_copy_mask));
+    int hosts = caps->hosts > 1 && caps->per_host > 1;
+    uint64_t supported = ~((caps->direct ? 0 : needs_direct_mask) | (caps->single_copy ? 0 : needs_single_copy_mask) |
+                           (hosts ? 0 : needs_hosts_mask));
     for (size_t r = 0; r < CHORUS_ARRAY_SIZE(algo_rules); r++) {
         uint64_t usable = rule_mask[r] & cfg->allowed & supported;
         if (usable && rule_fits(&algo_rules[r], coll, bytes, in_place, caps)) return usable;

@@ -20,6 +20,17 @@ chorus_result_t ring_reduce_scatter(prims_t *p, const char *send, size_t count, 
  * receives block (r + shift - s - 1). Every rank ends with every block. */
 chorus_result_t ring_allgather(prims_t *p, char *buf, size_t count, size_t elem, int shift);
 
+/* The same over a subset of the ranks: member i of the ring is ranks[i] (NULL: rank i), this rank is
+ * member me; blocks are the partition into n (the hierarchical AllReduce's ring of host leaders). */
+typedef struct ring_group {
+    const int *ranks;
+    int n;
+    int me;
+} ring_group_t;
+chorus_result_t ring_reduce_scatter_in(prims_t *p, const ring_group_t *g, const char *send, size_t count,
+                                       const prims_reduce_t *red, int shift, ring_out_fn out, void *ctx);
+chorus_result_t ring_allgather_in(prims_t *p, const ring_group_t *g, char *buf, size_t count, size_t elem, int shift);
+
 /* The ring_out_fn of in-place layouts: block b is stored at its own offset in base. ctx: ring_layout_t. */
 typedef struct ring_layout {
     char *base;

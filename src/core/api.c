@@ -124,8 +124,8 @@ static chorus_result_t coll_run_algo(chorus_comm_t comm, const coll_args_t *a)
     const algo_desc_t *algo = tune_select_again(&comm->tune, a, &comm->algo);
     if (!algo) return comm_error(comm, CHORUS_ERR_INTERNAL, "%s: no algorithm registered", coll_name(a->coll));
     if (!algo_config_allows(&comm->algo, algo) && !comm->algo_fallback_logged++)
-        LOG_WARN(LOG_SUB_ALGO, "CHORUS_ALGO allows no %s algorithm this communicator supports (those that need direct "
-                 "access need every rank on one host, with shared memory); using %s", coll_name(a->coll), algo->name);
+        LOG_WARN(LOG_SUB_ALGO, "CHORUS_ALGO allows no %s algorithm this communicator supports (see docs/algorithms.md "
+                 "for what each needs); using %s", coll_name(a->coll), algo->name);
     recorder_algo(&comm->rec, algo->name);
     LOG_DEBUG(LOG_SUB_COLL, "%s #%llu: count %zu %s via %s", coll_name(a->coll), (unsigned long long)comm->coll_seq,
               a->count, dtype_name(a->dtype), algo->name);

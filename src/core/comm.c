@@ -87,6 +87,7 @@ static void comm_free(chorus_comm_t comm)
     params_free(&comm->params);
     free(comm->conns);
     free(comm->hosts);
+    free(comm->host_of);
     free(comm->send_seq);
     free(comm->recv_seq);
     free(comm->stage);
@@ -165,24 +166,18 @@ static void comm_decide_yield(chorus_comm_t comm, const bootstrap_t *bs)
 }
 
 /* What the cost model needs of the layout: the most ranks any host has, and the rank rank 0 measures its
- * link with (the first rank on another host, else rank 1). O(ranks x hosts). */
-static chorus_result_t comm_setup_tuning(chorus_comm_t comm, const bootstrap_t *bs)
+ * link with (the first rank on another host, else rank 1). */
+static chorus_result_t comm_setup_tuning(chorus_comm_t comm)
 {
-    int *first = malloc(sizeof(int) * (size_t)comm->nhosts), *count = calloc((size_t)comm->nhosts, sizeof(int));
-    if (!first || !count) {
-        free(first);
-        free(count);
-        return comm_error(comm, CHORUS_ERR_NO_MEMORY, "init: out of memory");
+    int *count = calloc((size_t)comm->nhosts, sizeof(int));
+    if (!count) return comm_error(comm, CHORUS_ERR_NO_MEMORY, "init: out of memory");
+    int most = 0, partner = comm->nranks > 1 ? 1 : 0;
+    for (int i = comm->nranks - 1; i >= 0; i--) {
+        int h = comm->host_of[i];
+        count[h]++;
+        most = CHORUS_MAX(most, count[h]);
+        if (h == 1) partner = i; /* host 1's lowest rank, last seen going down */
     }
-    int hosts = 0, most = 0, partner = comm->nranks > 1 ? 1 : 0;
-    for (int i = 0; i < comm->nranks; i++) {
-        int h = 0;
-        while (h < hosts && !comm_same_host(bs, i, first[h])) h++;
-        if (h == hosts && hosts < comm->nhosts) first[hosts++] = i;
-        if (h < comm->nhosts && ++count[h] > most) most = count[h];
-    }
-    if (hosts > 1) partner = first[1];
-    free(first);
     free(count);
     return comm_tune_init(comm, most, partner, comm_cpus());
 }
@@ -432,9 +427,10 @@ static chorus_result_t comm_connect(chorus_comm_t comm, const chorus_unique_id_t
     for (int i = 0; i < comm->nranks; i++) {
         const bootstrap_peer_info_t *info = bootstrap_peer(bs, i);
         snprintf(comm->hosts[i], PRIMS_HOST_BYTES, "%.40s pid %d", info->host, info->pid);
-        int same = 0;
-        for (int j = 0; j < i && !same; j++) same = strcmp(info->hostid, bootstrap_peer(bs, j)->hostid) == 0;
-        comm->nhosts += !same;
+        int same = -1;
+        for (int j = 0; j < i && same < 0; j++)
+            if (strcmp(info->hostid, bootstrap_peer(bs, j)->hostid) == 0) same = j;
+        comm->host_of[i] = same < 0 ? comm->nhosts++ : comm->host_of[same];
     }
     comm_check_shm_space(comm, bs);
     comm_decide_yield(comm, bs);
@@ -447,7 +443,7 @@ static chorus_result_t comm_connect(chorus_comm_t comm, const chorus_unique_id_t
         if (res != CHORUS_SUCCESS) goto out;
     }
     CHECK_GOTO(comm_setup_arena(comm, bs), res, out);
-    CHECK_GOTO(comm_setup_tuning(comm, bs), res, out);
+    CHECK_GOTO(comm_setup_tuning(comm), res, out);
     /* The last exchanges need only some ranks (the tuning broadcast goes down a tree), and a rank spinning
      * on a quick reply does not look at the other connections: a rank that died while this one no longer
      * waited on it is looked for once more here, rather than left for the first collective to find. */
@@ -513,9 +509,10 @@ static chorus_result_t comm_init(chorus_comm_t *comm_p, int nranks, const chorus
     }
     comm->conns = calloc((size_t)nranks, sizeof(*comm->conns));
     comm->hosts = calloc((size_t)nranks, sizeof(*comm->hosts));
+    comm->host_of = calloc((size_t)nranks, sizeof(*comm->host_of));
     comm->send_seq = calloc((size_t)nranks, sizeof(*comm->send_seq));
     comm->recv_seq = calloc((size_t)nranks, sizeof(*comm->recv_seq));
-    if (!comm->conns || !comm->hosts || !comm->send_seq || !comm->recv_seq) {
+    if (!comm->conns || !comm->hosts || !comm->host_of || !comm->send_seq || !comm->recv_seq) {
         res = comm_error(comm, CHORUS_ERR_NO_MEMORY, "init: out of memory for %d ranks", nranks);
         goto fail;
     }
@@ -525,6 +522,7 @@ static chorus_result_t comm_init(chorus_comm_t *comm_p, int nranks, const chorus
                             .nranks = nranks,
                             .conns = comm->conns,
                             .hosts = (const char(*)[PRIMS_HOST_BYTES])comm->hosts,
+                            .host_of = comm->host_of,
                             .engine = &comm->engine,
                             .chunk_bytes = (size_t)comm->params.chunk_size,
                             .err = comm->last_error,

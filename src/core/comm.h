@@ -26,6 +26,7 @@ struct chorus_comm {
     algo_config_t algo;       /* CHORUS_ALGO, parsed */
     transport_conn_t **conns; /* by rank; NULL for this rank */
     char (*hosts)[PRIMS_HOST_BYTES];
+    int *host_of; /* by rank: its host, numbered in order of each host's lowest rank */
     progress_engine_t engine;
     prims_t prims;
     uint64_t coll_seq;     /* collectives issued so far */

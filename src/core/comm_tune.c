@@ -38,7 +38,9 @@ chorus_result_t comm_tune_init(chorus_comm_t comm, int ranks_per_host, int partn
                              .net = comm->nhosts > 1 || comm->ntcp > 0 ? TUNE_LINK_TCP : TUNE_LINK_SHM,
                              .caps = {.nranks = comm->nranks,
                                       .direct = prims_direct_bytes(p) > 0,
-                                      .single_copy = prims_direct_single_copy(p)},
+                                      .single_copy = prims_direct_single_copy(p),
+                                      .hosts = comm->nhosts,
+                                      .per_host = ranks_per_host},
                              .chunk = (double)comm->params.chunk_size,
                              .slot = (double)prims_direct_bytes(p)};
     tune_comm_set_cores(&ts->comm, cores);

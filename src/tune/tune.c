@@ -116,7 +116,8 @@ double tune_stream_per_byte(const tune_params_t *tp, double copy_per_byte)
 
 double tune_predict(const tune_params_t *tp, const tune_comm_t *tc, const algo_desc_t *d, double n)
 {
-    algo_shape_t shape = {.p = tc->nranks, .n = n, .chunk = tc->chunk, .slot = tc->slot, .shared = tc->caps.oversubscribed};
+    algo_shape_t shape = {.p = tc->nranks, .n = n, .chunk = tc->chunk, .slot = tc->slot, .shared = tc->caps.oversubscribed,
+                          .hosts = tc->caps.hosts, .per_host = tc->caps.per_host};
     algo_cost_t c = d->cost(&shape);
     tune_link_t link = c.link == ALGO_LINK_NET ? tc->net : TUNE_LINK_ARENA;
     double f = tune_memory_share(tp, tc, algo_buffer_bytes(d->coll, n, tc->nranks));

@@ -310,12 +310,12 @@ static void check_restrictions(void)
     const algo_desc_t *t = algo_registry(&n);
     for (size_t i = 0; i < n; i++) {
         algo_caps_t none = {.nranks = 4}, direct = {.nranks = 4, .direct = 1},
-                    all = {.nranks = 4, .direct = 1, .single_copy = 1};
+                    all = {.nranks = 4, .direct = 1, .single_copy = 1, .hosts = 2, .per_host = 2};
         TEST_ASSERT(algo_supported(&t[i], &all), "%s %s unsupported with every capability", coll_name(t[i].coll),
                     t[i].name);
         TEST_ASSERT(algo_supported(&t[i], &none) == !t[i].needs, "%s %s restrictions", coll_name(t[i].coll),
                     t[i].name);
-        TEST_ASSERT(algo_supported(&t[i], &direct) == !(t[i].needs & ALGO_NEEDS_SINGLE_COPY),
+        TEST_ASSERT(algo_supported(&t[i], &direct) == !(t[i].needs & (ALGO_NEEDS_SINGLE_COPY | ALGO_NEEDS_HOSTS)),
                     "%s %s needs single copy", coll_name(t[i].coll), t[i].name);
     }
 }

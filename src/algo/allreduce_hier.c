@@ -1,0 +1,68 @@
+/*
+ * Hierarchical AllReduce, for ranks on several hosts: each host reduces to its leader (its lowest rank)
+ * along a pipelined chain of its own ranks (shared memory), the leaders run a ring AllReduce among
+ * themselves (TCP between hosts), and each leader sends the result back down its host's chain.
+ *
+ * A flat ring crosses from host to host wherever neighbouring ranks sit on different hosts, and every
+ * crossing carries 2 (p - 1)/p n each way; here only the leaders' ring crosses, with 2 (H - 1)/H n each
+ * way on each host's link to the next: on 2 hosts of 2 ranks, n against 1.5 n.
+ *
+ * Steps: (L - 1) + (k - 1) chunk hops for each chain (L ranks on the largest host, k chunks of n), and
+ * 2 (H - 1) ring steps among the H leaders. Bytes: 2 (H - 1)/H n between hosts per leader; n into and out
+ * of each rank of a chain, twice (reduce, then broadcast), through shared memory. Reduction per rank: n
+ * in the chain (the leader's last), (H - 1)/H n more at the leaders.
+ * Restrictions: ranks on two hosts or more, some host with two ranks or more (ALGO_NEEDS_HOSTS).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "algo/algo.h"
+#include "algo/ring.h"
+#include "util/util.h"
+
+chorus_result_t allreduce_hier(prims_t *p, const coll_args_t *a)
+{
+    int n = prims_nranks(p), me = prims_rank(p), host = prims_host_of(p, me);
+    prims_reduce_t red = algo_reduction(a);
+    size_t bytes = a->count * red.elem;
+    /* This host's ranks in order (the first is the leader), and each host's leader by host number. */
+    int *local = malloc(2 * sizeof(int) * (size_t)n), *leaders = local + n;
+    if (!local) return CHORUS_ERR_NO_MEMORY;
+    int nlocal = 0, nhosts = 0, pos = 0;
+    for (int r = 0; r < n; r++) {
+        int h = prims_host_of(p, r);
+        if (h == nhosts) leaders[nhosts++] = r; /* hosts are numbered in the order of their lowest ranks */
+        if (h != host) continue;
+        if (r == me) pos = nlocal;
+        local[nlocal++] = r;
+    }
+    int up = pos + 1 < nlocal ? local[pos + 1] : -1, down = pos > 0 ? local[pos - 1] : -1;
+    chorus_result_t res = CHORUS_SUCCESS;
+    if (nlocal > 1)
+        res = prims_chain_reduce(p, up, down, a->sendbuf, a->recvbuf, bytes, &red);
+    else if (a->sendbuf != a->recvbuf)
+        memcpy(a->recvbuf, a->sendbuf, bytes);
+    if (res == CHORUS_SUCCESS && pos == 0) {
+        ring_group_t g = {leaders, nhosts, host};
+        ring_layout_t layout = {a->recvbuf, a->count, nhosts, red.elem};
+        res = ring_reduce_scatter_in(p, &g, a->recvbuf, a->count, &red, 0, ring_out_inplace, &layout);
+        size_t off, cnt;
+        prims_partition(a->count, nhosts, plan_mod(host + 1, nhosts), &off, &cnt);
+        if (res == CHORUS_SUCCESS) reduce_finish(layout.base + off * red.elem, cnt, a->dtype, a->op, n);
+        if (res == CHORUS_SUCCESS) res = ring_allgather_in(p, &g, a->recvbuf, a->count, red.elem, 1);
+    }
+    if (res == CHORUS_SUCCESS && nlocal > 1) res = prims_chain_copy(p, down, up, a->recvbuf, a->recvbuf, bytes);
+    free(local);
+    return res;
+}
+
+/* The terms of the comment above, for the cost model (algo.h). The chains' bytes go through shared memory,
+ * priced as the two copies a connection there makes of each byte; the steps all at the link's latency. */
+algo_cost_t allreduce_hier_cost(const algo_shape_t *s)
+{
+    double n = s->n, k = algo_pieces(n, s->chunk), h = CHORUS_MAX(s->hosts, 1), l = CHORUS_MAX(s->per_host, 1);
+    double chain_steps = l > 1 ? l - 1 + k - 1 : 0;
+    return (algo_cost_t){.link = ALGO_LINK_NET, .steps = 2 * chain_steps + 2 * (h - 1),
+                         .bytes = 2 * (h - 1) / h * n, .copied = l > 1 ? 4 * n : 0,
+                         .reduced = (l > 1 ? n : 0) + (h - 1) / h * n};
+}
