@@ -157,7 +157,11 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * KiB, 1, 2 and 4 MiB (pairwise: slower than direct from 2 MiB), level from 16 MiB; four ranks to a core,
  * the calibration at init does not find its reads faster than a copy and an arena read, so the rule
  * does not ask (single_copy_saves). On an AMD EPYC machine it had taken
- * 1.08 to 1.33 times the direct one's time from 4 MiB (docs/tuning.md, "A fifth machine"). */
+ * 1.08 to 1.33 times the direct one's time from 4 MiB (docs/tuning.md, "A fifth machine"). Where ranks
+ * share hosts across several (ALGO_NEEDS_HOSTS), the hierarchical AllReduce runs at every size: between
+ * emulated hosts it took 0.47 to 0.92 of the ring's time over 1 Gbit/s links (2 and 3 hosts of 2 ranks,
+ * 4 KiB to 64 MiB) and 0.41 to 0.97 unshaped, and was level with rhd or ahead (docs/algorithms.md,
+ * "Across hosts"). */
 #define RULE(c, n, ...) {.coll = c, .name = n, __VA_ARGS__}
 static const struct algo_rule {
     coll_kind_t coll;
