@@ -53,6 +53,17 @@ static chorus_comm_t ranks_init(int rank, const char *transport, int64_t timeout
     return comm;
 }
 
+/* How many of n elements differ from what was wanted; detail says so, with the first one. */
+static size_t ranks_wrong(const int32_t *got, const int32_t *want, size_t n, char *detail, size_t len)
+{
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; i++)
+        if (got[i] != want[i] && !bad++) first = i;
+    snprintf(detail, len, "%zu of %zu elements wrong, first at %zu (%d, expected %d)", bad, n, first,
+             bad ? got[first] : 0, bad ? want[first] : 0);
+    return bad;
+}
+
 /* Usage: PROGRAM [NRANKS] [SECONDS]: runs rank_main on NRANKS threads, the whole bounded by alarm().
  * Returns 0, or 2 on bad usage. */
 static int ranks_run(int argc, char **argv, int default_ranks, void *(*rank_main)(void *))

@@ -63,13 +63,8 @@ static int32_t value(int r, size_t i) { return (int32_t)((i * 7 + (size_t)r * 13
 
 static void compare(const rank_ctx_t *c, const char *what, const int32_t *got, const int32_t *want, size_t n)
 {
-    size_t bad = 0, first = 0;
-    for (size_t i = 0; i < n; i++)
-        if (got[i] != want[i] && !bad++) first = i;
     char detail[160];
-    snprintf(detail, sizeof(detail), "%zu of %zu elements wrong, first at %zu (%d, expected %d)", bad, n, first,
-             bad ? got[first] : 0, bad ? want[first] : 0);
-    check(c->rank, c->path, bad == 0, what, detail);
+    check(c->rank, c->path, ranks_wrong(got, want, n, detail, sizeof(detail)) == 0, what, detail);
 }
 
 static chorus_stream_t new_stream(const rank_ctx_t *c)

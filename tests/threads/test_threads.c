@@ -67,13 +67,8 @@ static int32_t value(int r, size_t i) { return (int32_t)((i * 7 + (size_t)r * 13
 static void compare(const rank_ctx_t *c, const char *what, size_t count, const int32_t *got, const int32_t *want,
                     size_t n)
 {
-    size_t bad = 0, first = 0;
-    for (size_t i = 0; i < n; i++)
-        if (got[i] != want[i] && !bad++) first = i;
-    char detail[128];
-    snprintf(detail, sizeof(detail), "%zu of %zu elements wrong, first at %zu (%d, expected %d)", bad, n, first,
-             bad ? got[first] : 0, bad ? want[first] : 0);
-    check(c, bad == 0, what, count, detail);
+    char detail[160];
+    check(c, ranks_wrong(got, want, n, detail, sizeof(detail)) == 0, what, count, detail);
 }
 
 static int32_t *alloc_ints(size_t n) { return malloc((n ? n : 1) * sizeof(int32_t)); }
