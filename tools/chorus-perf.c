@@ -149,9 +149,8 @@ static int algo_names(const perf_opts_t *o, const char **names, int max)
     return k;
 }
 
-/* Whether the communicator can run the named algorithm of -a all (one it cannot would fall back to
- * another, and its block would measure that one under the wrong name). */
-/* NULL if the algorithm runs on this communicator, else what it needs. */
+/* NULL if the communicator can run the named algorithm of -a all, else what the algorithm needs (one it
+ * cannot run would fall back to another, and its block would measure that one under the wrong name). */
 static const char *algo_needs_here(const perf_opts_t *o, const char *name, chorus_comm_t comm)
 {
     size_t n;
