@@ -389,11 +389,14 @@ const char *algo_needs_text(const algo_desc_t *d)
     return "";
 }
 
+/* ALGO_NEEDS_HOSTS: ranks on two hosts or more, some host with two ranks or more. */
+static int caps_hosts(const algo_caps_t *caps) { return caps->hosts > 1 && caps->per_host > 1; }
+
 int algo_supported(const algo_desc_t *d, const algo_caps_t *caps)
 {
     return (!(d->needs & ALGO_NEEDS_DIRECT) || caps->direct) &&
            (!(d->needs & ALGO_NEEDS_SINGLE_COPY) || caps->single_copy) &&
-           (!(d->needs & ALGO_NEEDS_HOSTS) || (caps->hosts > 1 && caps->per_host > 1));
+           (!(d->needs & ALGO_NEEDS_HOSTS) || caps_hosts(caps));
 }
 
 /* The collective's first algorithm that cfg (NULL: anything) allows and caps supports. */
@@ -451,9 +454,8 @@ uint64_t algo_rule_choice(coll_kind_t coll, size_t bytes, int in_place, const al
 {
     pthread_once(&rule_masks_once, resolve_rule_masks);
     /* algo_supported for every entry at once */
-    int hosts = caps->hosts > 1 && caps->per_host > 1;
     uint64_t supported = ~((caps->direct ? 0 : needs_direct_mask) | (caps->single_copy ? 0 : needs_single_copy_mask) |
-                           (hosts ? 0 : needs_hosts_mask));
+                           (caps_hosts(caps) ? 0 : needs_hosts_mask));
     for (size_t r = 0; r < CHORUS_ARRAY_SIZE(algo_rules); r++) {
         uint64_t usable = rule_mask[r] & cfg->allowed & supported;
         if (usable && rule_fits(&algo_rules[r], coll, bytes, in_place, caps)) return usable;

@@ -552,6 +552,32 @@ static void check_select_again(void)
     }
 }
 
+/* Ranks on several hosts, some sharing one: the hierarchical AllReduce, at every size; with one rank per
+ * host, or one host, it is not supported and the flat rules apply. */
+static void check_hosts(void)
+{
+    algo_config_t cfg;
+    char err[512];
+    TEST_ASSERT(parse(NULL, &cfg, err), "empty settings: %s", err);
+    static const struct {
+        int hosts, per_host;
+        const char *small, *large;
+    } cases[] = {{2, 2, "hier", "hier"}, {3, 3, "hier", "hier"}, {4, 1, "rhd", "ring"}, {1, 4, "rhd", "ring"}};
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        tune_state_t ts;
+        state_for(&ts, 4, 0, 8);
+        ts.comm.caps.hosts = cases[k].hosts;
+        ts.comm.caps.per_host = cases[k].per_host;
+        for (int big = 0; big < 2; big++) {
+            coll_args_t a = {COLL_ALLREDUCE, NULL, NULL, big ? (size_t)1 << 22 : 16, chorus_uint8, chorus_sum, 0};
+            const algo_desc_t *d = tune_select(&ts, &a, &cfg);
+            const char *want = big ? cases[k].large : cases[k].small;
+            TEST_ASSERT(d && strcmp(d->name, want) == 0, "%d hosts, %d ranks on the busiest, %s: %s, not %s",
+                        cases[k].hosts, cases[k].per_host, big ? "4 MiB" : "16 B", d ? d->name : "none", want);
+        }
+    }
+}
+
 int main(void)
 {
     test_set_timeout(30);
@@ -566,5 +592,6 @@ int main(void)
     check_errors();
     check_params_median();
     check_select_again();
+    check_hosts();
     return test_report();
 }
