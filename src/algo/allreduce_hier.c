@@ -13,46 +13,37 @@
  * in the chain (the leader's last), (H - 1)/H n more at the leaders.
  * Restrictions: ranks on two hosts or more, some host with two ranks or more (ALGO_NEEDS_HOSTS).
  */
-#include <stdlib.h>
 #include <string.h>
 
 #include "algo/algo.h"
+#include "algo/hier.h"
 #include "algo/ring.h"
 #include "util/util.h"
 
 chorus_result_t allreduce_hier(prims_t *p, const coll_args_t *a)
 {
-    int n = prims_nranks(p), me = prims_rank(p), host = prims_host_of(p, me);
     prims_reduce_t red = algo_reduction(a);
     size_t bytes = a->count * red.elem;
-    /* This host's ranks in order (the first is the leader), and each host's leader by host number. */
-    int *local = malloc(2 * sizeof(int) * (size_t)n), *leaders = local + n;
-    if (!local) return CHORUS_ERR_NO_MEMORY;
-    int nlocal = 0, nhosts = 0, pos = 0;
-    for (int r = 0; r < n; r++) {
-        int h = prims_host_of(p, r);
-        if (h == nhosts) leaders[nhosts++] = r; /* hosts are numbered in the order of their lowest ranks */
-        if (h != host) continue;
-        if (r == me) pos = nlocal;
-        local[nlocal++] = r;
-    }
-    int up = pos + 1 < nlocal ? local[pos + 1] : -1, down = pos > 0 ? local[pos - 1] : -1;
+    hier_t h;
+    CHECK(hier_init(p, &h));
+    int pos = h.pos, nlocal = h.nlocal;
+    int up = pos + 1 < nlocal ? h.local[pos + 1] : -1, down = pos > 0 ? h.local[pos - 1] : -1;
     chorus_result_t res = CHORUS_SUCCESS;
     if (nlocal > 1)
         res = prims_chain_reduce(p, up, down, a->sendbuf, a->recvbuf, bytes, &red);
     else if (a->sendbuf != a->recvbuf)
         memcpy(a->recvbuf, a->sendbuf, bytes);
     if (res == CHORUS_SUCCESS && pos == 0) {
-        ring_group_t g = {leaders, nhosts, host};
-        ring_layout_t layout = {a->recvbuf, a->count, nhosts, red.elem};
+        ring_group_t g = {h.leaders, h.nhosts, h.host};
+        ring_layout_t layout = {a->recvbuf, a->count, h.nhosts, red.elem};
         res = ring_reduce_scatter_in(p, &g, a->recvbuf, a->count, &red, 0, ring_out_inplace, &layout);
         size_t off, cnt;
-        prims_partition(a->count, nhosts, plan_mod(host + 1, nhosts), &off, &cnt);
-        if (res == CHORUS_SUCCESS) reduce_finish(layout.base + off * red.elem, cnt, a->dtype, a->op, n);
+        prims_partition(a->count, h.nhosts, plan_mod(h.host + 1, h.nhosts), &off, &cnt);
+        if (res == CHORUS_SUCCESS) reduce_finish(layout.base + off * red.elem, cnt, a->dtype, a->op, h.nranks);
         if (res == CHORUS_SUCCESS) res = ring_allgather_in(p, &g, a->recvbuf, a->count, red.elem, 1);
     }
     if (res == CHORUS_SUCCESS && nlocal > 1) res = prims_chain_copy(p, down, up, a->recvbuf, a->recvbuf, bytes);
-    free(local);
+    hier_free(&h);
     return res;
 }
 

@@ -11,8 +11,15 @@
 #   --rate RATE         link rate, when run.sh brings the hosts up itself (cluster.sh up --rate)
 #   --uid-helper PATH   the cluster_uid program (default: $CHORUS_CLUSTER_UID_HELPER, else cluster_uid
 #                       from PATH)
+#   --pin               give each host a share of this machine's processors of its own (taskset): with
+#                       C processors, host h runs on max(1, C / HOSTS) of them from h * that share (mod
+#                       C), so that ranks see the cores their host would have (without it, every host's
+#                       ranks count every processor and spin where ranks outnumber the cores in all)
+#   --round-robin       rank r on host r % HOSTS, as launchers that deal ranks out to nodes in turn place
+#                       them (default: host by host)
 #
-# Rank r runs on host r / RANKS_PER_HOST with local rank r % RANKS_PER_HOST, and finds CHORUS_RANK,
+# Rank r runs on host r / RANKS_PER_HOST with local rank r % RANKS_PER_HOST (--round-robin: on host
+# r % HOSTS with local rank r / HOSTS), and finds CHORUS_RANK,
 # CHORUS_NRANKS, CHORUS_LOCAL_RANK, CHORUS_UNIQUE_ID and CHORUS_SOCKET_IFNAME (the hosts' interface) in its
 # environment, on top of the inherited one. The unique id comes from cluster_uid started inside host 0,
 # so the rendezvous root listens on host 0's address; it lives until the ranks have ended.
@@ -35,14 +42,16 @@ grace_s=2
 log_dir=''
 rate=''
 uid_helper=${CHORUS_CLUSTER_UID_HELPER:-}
+pin=''
+round_robin=''
 
 # The synopsis at the top of this file: on stdout for --help, else on stderr with status 2.
 usage() {
     if [ "${1:-}" = help ]; then
-        sed -n '4,14s/^# \{0,1\}//p' "$0"
+        sed -n '4,20s/^# \{0,1\}//p' "$0"
         exit 0
     fi
-    sed -n '4,14s/^# \{0,1\}//p' "$0" >&2
+    sed -n '4,20s/^# \{0,1\}//p' "$0" >&2
     exit 2
 }
 
@@ -60,6 +69,8 @@ while [ $# -gt 0 ]; do
     --log-dir) [ $# -ge 2 ] || usage; log_dir=$2; shift 2 ;;
     --rate) [ $# -ge 2 ] || usage; rate=$2; shift 2 ;;
     --uid-helper) [ $# -ge 2 ] || usage; uid_helper=$2; shift 2 ;;
+    --pin) pin=yes; shift ;;
+    --round-robin) round_robin=yes; shift ;;
     -h | --help) usage help ;;
     -*) die "unknown option '$1'" ;;
     *) break ;;
@@ -162,12 +173,29 @@ fi
 
 # ---- the ranks -----------------------------------------------------------------------------------------
 
+# The processors of each host (--pin): a share of this machine's, as a taskset list.
+host_cpus() {
+    local ncpu share first c list=''
+    ncpu=$(nproc)
+    share=$((ncpu / hosts))
+    [ "$share" -ge 1 ] || share=1
+    first=$(($1 * share))
+    for ((c = 0; c < share; c++)); do list+=${list:+,}$(((first + c) % ncpu)); done
+    echo "$list"
+}
+
+# Rank r's host and local rank.
+host_of() { if [ -n "$round_robin" ]; then echo $(($1 % hosts)); else echo $(($1 / per_host)); fi; }
+local_of() { if [ -n "$round_robin" ]; then echo $(($1 / hosts)); else echo $(($1 % per_host)); fi; }
+
 for ((r = 0; r < nranks; r++)); do
+    pin_cmd=()
+    [ -z "$pin" ] || pin_cmd=(taskset -c "$(host_cpus "$(host_of $r)")")
     # setsid makes the rank the leader of its own process group, so that signalling the group reaches
     # whatever it started too (PROGRAM may be a shell script).
-    rank_cmd=(setsid setpriv --pdeathsig KILL "$CLUSTER" exec $((r / per_host)) -- env CHORUS_RANK="$r"
-        CHORUS_NRANKS="$nranks" CHORUS_LOCAL_RANK=$((r % per_host)) CHORUS_UNIQUE_ID="$uid"
-        CHORUS_SOCKET_IFNAME="$ifname" "$@")
+    rank_cmd=(setsid setpriv --pdeathsig KILL "$CLUSTER" exec "$(host_of $r)" -- env CHORUS_RANK="$r"
+        CHORUS_NRANKS="$nranks" CHORUS_LOCAL_RANK="$(local_of $r)" CHORUS_UNIQUE_ID="$uid"
+        CHORUS_SOCKET_IFNAME="$ifname" "${pin_cmd[@]}" "$@")
     if [ -n "$log_dir" ]; then
         "${rank_cmd[@]}" </dev/null >"$log_dir/rank.$r.out" 2>"$log_dir/rank.$r.err" &
     else
@@ -215,7 +243,7 @@ while :; do
         # Ranks stopped by run.sh are not the cause of anything.
         [ "$st" = 0 ] || [ "$phase" = term ] || [ "$phase" = killed ] || {
             failed+=("$r")
-            echo "run.sh: rank $r (host $((r / per_host))) $(describe "$st")" >&2
+            echo "run.sh: rank $r (host $(host_of $r)) $(describe "$st")" >&2
             if [ -n "$log_dir" ] && [ -s "$log_dir/rank.$r.err" ]; then
                 tail -n 5 "$log_dir/rank.$r.err" | sed "s/^/  rank $r: /" >&2
             fi
