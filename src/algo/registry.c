@@ -162,10 +162,15 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * the calibration at init does not find its reads faster than a copy and an arena read, so the rule
  * does not ask (single_copy_saves). On an AMD EPYC machine it had taken
  * 1.08 to 1.33 times the direct one's time from 4 MiB (docs/tuning.md, "A fifth machine"). Where ranks
- * share hosts across several (ALGO_NEEDS_HOSTS), the hierarchical AllReduce runs at every size: between
- * emulated hosts it took 0.47 to 0.92 of the ring's time over 1 Gbit/s links (2 and 3 hosts of 2 ranks,
- * 4 KiB to 64 MiB) and 0.41 to 0.97 unshaped, and was level with rhd or ahead (docs/algorithms.md,
- * "Across hosts"). */
+ * share hosts across several (ALGO_NEEDS_HOSTS), the hierarchical algorithms run: AllReduce at every size
+ * (between emulated hosts it took 0.47 to 0.92 of the ring's time over 1 Gbit/s links, 2 and 3 hosts of 2
+ * ranks, 4 KiB to 64 MiB, and 0.41 to 0.97 unshaped, level with rhd or ahead); AllGather and
+ * ReduceScatter from 256 KiB (0.65 to 0.69 of the ring's time on 2 hosts of 2 ranks from 1 MiB, 0.76 to
+ * 0.93 on 3, level with Bruck's and rhd where ranks are dealt to hosts in turn; below 256 KiB Bruck's and
+ * rhd were ahead on 3 hosts); Broadcast and Reduce at every size up to 8 ranks, and from 64 KiB beyond
+ * (their host-by-host chain is the flat chain where each host's ranks are consecutive, and took half its
+ * time where ranks are dealt to hosts in turn; above 8 ranks the chain's latency is left to the binomial
+ * tree's log p, unmeasured) (docs/algorithms.md, "Across hosts"). */
 #define RULE(c, n, ...) {.coll = c, .name = n, __VA_ARGS__}
 static const struct algo_rule {
     coll_kind_t coll;
@@ -204,11 +209,13 @@ static const struct algo_rule {
     RULE(COLL_ALLGATHER, "cma", .max_ranks = 2, .min_bytes = 64 << 10, .single_copy_saves = 1),
     RULE(COLL_ALLGATHER, "direct", .max_bytes = 64 << 10),
     RULE(COLL_ALLGATHER, "direct,ring,cma", .max_ranks = 2, .min_bytes = 128 << 10),
+    RULE(COLL_ALLGATHER, "hier", .min_bytes = 256 << 10),
     RULE(COLL_ALLGATHER, "rd", .max_bytes = 16 << 10, .oversubscribed = 1, .pow2 = 1),
     RULE(COLL_ALLGATHER, "bruck", .max_bytes = 64 << 10),
     RULE(COLL_ALLGATHER, "mesh", .min_bytes = 2 << 20, .max_bytes = 16 << 20, .oversubscribed = 1),
     RULE(COLL_ALLGATHER, "ring"),
     RULE(COLL_REDUCE_SCATTER, "direct"),
+    RULE(COLL_REDUCE_SCATTER, "hier", .min_bytes = 256 << 10),
     RULE(COLL_REDUCE_SCATTER, "rhd", .max_bytes = 64 << 10),
     RULE(COLL_REDUCE_SCATTER, "mesh", .min_bytes = 2 << 20, .oversubscribed = 1),
     RULE(COLL_REDUCE_SCATTER, "ring"),
@@ -220,11 +227,15 @@ static const struct algo_rule {
     RULE(COLL_BROADCAST, "direct", .max_ranks = 2),
     RULE(COLL_BROADCAST, "direct", .max_bytes = PRIMS_DIRECT_INLINE_BYTES),
     RULE(COLL_BROADCAST, "direct", .min_bytes = 256 << 10),
+    RULE(COLL_BROADCAST, "hier", .max_ranks = 8),
     RULE(COLL_BROADCAST, "chain", .max_bytes = 16 << 10, .oversubscribed = 1),
     RULE(COLL_BROADCAST, "binomial", .max_bytes = 64 << 10),
+    RULE(COLL_BROADCAST, "hier"),
     RULE(COLL_BROADCAST, "chain"),
     RULE(COLL_REDUCE, "direct", .min_ranks = 4, .min_bytes = 2 << 20),
+    RULE(COLL_REDUCE, "hier", .max_ranks = 8),
     RULE(COLL_REDUCE, "binomial", .max_bytes = 64 << 10),
+    RULE(COLL_REDUCE, "hier"),
     RULE(COLL_REDUCE, "chain"),
     RULE(COLL_ALLTOALL, "direct", .max_ranks = 2, .min_bytes = 32 << 20),
     RULE(COLL_ALLTOALL, "cma", .max_ranks = 2, .min_bytes = 16 << 10, .in_place = -1, .single_copy_fast = 1),

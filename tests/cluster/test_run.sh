@@ -102,6 +102,22 @@ done
 check "one unique id for all, fresh, in text form" \
     test "$(sort -u "$TMP"/rank.*.id | grep -cE '^[0-9a-f]{256}$')" = 1 -a "$(sort -u "$TMP"/rank.*.id | wc -l)" = 1
 
+begin "round-robin placement, processors pinned per host"
+run --round-robin --pin 3 2 -- sh -c 'printf "%s %s %s\n" "$CHORUS_LOCAL_RANK" "$(hostname)" \
+    "$(taskset -cp $$ | sed "s/.*: //")" >"$DIR/rank.$CHORUS_RANK"'
+check "exit status 0 (got $rc)" test "$rc" -eq 0
+ncpu=$(nproc)
+share=$((ncpu / 3 > 0 ? ncpu / 3 : 1))
+for r in 0 1 2 3 4 5; do
+    h=$((r % 3))
+    cpus=$(for ((c = 0; c < share; c++)); do echo $(((h * share + c) % ncpu)); done | sort -n | paste -sd,)
+    got=$(cat "$TMP/rank.$r" 2>/dev/null)
+    got_cpus=$(echo "${got##* }" | tr ',' '\n' | while IFS=- read -r lo hi; do seq "$lo" "${hi:-$lo}"; done |
+        sort -n | paste -sd,)
+    check "rank $r: local rank $((r / 3)) on chorus-host-$h, processors $cpus (got: $got)" \
+        test "${got% *} $got_cpus" = "$((r / 3)) chorus-host-$h $cpus"
+done
+
 begin "log directory"
 run --log-dir "$TMP/logs" 2 1 -- sh -c 'echo "out $CHORUS_RANK"; echo "err $CHORUS_RANK" >&2'
 check "exit status 0 (got $rc)" test "$rc" -eq 0

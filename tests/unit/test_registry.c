@@ -554,26 +554,39 @@ static void check_select_again(void)
 
 /* Ranks on several hosts, some sharing one: the hierarchical AllReduce, at every size; with one rank per
  * host, or one host, it is not supported and the flat rules apply. */
+/* Ranks on several hosts take the hierarchical algorithms where the rules say (registry.c), and only
+ * there: one host, or one rank per host, keeps the flat ones. */
 static void check_hosts(void)
 {
     algo_config_t cfg;
     char err[512];
     TEST_ASSERT(parse(NULL, &cfg, err), "empty settings: %s", err);
     static const struct {
-        int hosts, per_host;
-        const char *small, *large;
-    } cases[] = {{2, 2, "hier", "hier"}, {3, 3, "hier", "hier"}, {4, 1, "rhd", "ring"}, {1, 4, "rhd", "ring"}};
+        coll_kind_t coll;
+        int nranks, hosts, per_host;
+        const char *small, *large; /* at 16 bytes and 4 MiB */
+    } cases[] = {
+        {COLL_ALLREDUCE, 4, 2, 2, "hier", "hier"},          {COLL_ALLREDUCE, 4, 3, 3, "hier", "hier"},
+        {COLL_ALLREDUCE, 4, 4, 1, "rhd", "ring"},           {COLL_ALLREDUCE, 4, 1, 4, "rhd", "ring"},
+        {COLL_ALLGATHER, 4, 2, 2, "bruck", "hier"},         {COLL_ALLGATHER, 4, 4, 1, "bruck", "ring"},
+        {COLL_REDUCE_SCATTER, 4, 2, 2, "rhd", "hier"},      {COLL_REDUCE_SCATTER, 4, 4, 1, "rhd", "ring"},
+        {COLL_BROADCAST, 4, 2, 2, "hier", "hier"},          {COLL_BROADCAST, 4, 4, 1, "binomial", "chain"},
+        {COLL_BROADCAST, 16, 2, 8, "binomial", "hier"},     {COLL_REDUCE, 4, 2, 2, "hier", "hier"},
+        {COLL_REDUCE, 4, 1, 4, "binomial", "chain"},        {COLL_REDUCE, 16, 4, 4, "binomial", "hier"},
+        {COLL_ALLTOALL, 4, 2, 2, "bruck", "pairwise"},
+    };
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
         tune_state_t ts;
-        state_for(&ts, 4, 0, 8);
+        state_for(&ts, cases[k].nranks, 0, 64);
         ts.comm.caps.hosts = cases[k].hosts;
         ts.comm.caps.per_host = cases[k].per_host;
         for (int big = 0; big < 2; big++) {
-            coll_args_t a = {COLL_ALLREDUCE, NULL, NULL, big ? (size_t)1 << 22 : 16, chorus_uint8, chorus_sum, 0};
+            coll_args_t a = {cases[k].coll, NULL, NULL, big ? (size_t)1 << 22 : 16, chorus_uint8, chorus_sum, 0};
             const algo_desc_t *d = tune_select(&ts, &a, &cfg);
             const char *want = big ? cases[k].large : cases[k].small;
-            TEST_ASSERT(d && strcmp(d->name, want) == 0, "%d hosts, %d ranks on the busiest, %s: %s, not %s",
-                        cases[k].hosts, cases[k].per_host, big ? "4 MiB" : "16 B", d ? d->name : "none", want);
+            TEST_ASSERT(d && strcmp(d->name, want) == 0, "%s, %d ranks, %d hosts, %d on the busiest, %s: %s, not %s",
+                        coll_name(cases[k].coll), cases[k].nranks, cases[k].hosts, cases[k].per_host,
+                        big ? "4 MiB" : "16 B", d ? d->name : "none", want);
         }
     }
 }
