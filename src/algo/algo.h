@@ -40,7 +40,8 @@ typedef chorus_result_t (*algo_run_fn)(prims_t *p, const coll_args_t *a);
 enum {
     ALGO_NEEDS_DIRECT = 1u << 0,     /* every rank on one host, sharing the host arena (prims_direct_bytes() > 0) */
     ALGO_NEEDS_SINGLE_COPY = 1u << 1, /* and able to read each other's memory (prims_direct_single_copy()) */
-    ALGO_NEEDS_HOSTS = 1u << 2        /* ranks on two hosts or more, some host with two ranks or more */
+    ALGO_NEEDS_HOSTS = 1u << 2,       /* ranks on two hosts or more, some host with two ranks or more */
+    ALGO_NEEDS_EVEN_HOSTS = 1u << 3   /* ranks on two hosts or more, the same number on each, two or more */
 };
 
 /* The cost model's view of an algorithm (src/tune/ owns the parameters and the arithmetic): the terms
@@ -196,6 +197,7 @@ chorus_result_t allreduce_oneshot(prims_t *p, const coll_args_t *a);
 chorus_result_t allreduce_twoshot(prims_t *p, const coll_args_t *a);
 chorus_result_t allreduce_cma(prims_t *p, const coll_args_t *a);
 chorus_result_t allreduce_hier(prims_t *p, const coll_args_t *a);
+chorus_result_t allreduce_hier2d(prims_t *p, const coll_args_t *a);
 chorus_result_t allgather_ring(prims_t *p, const coll_args_t *a);
 chorus_result_t allgather_rd(prims_t *p, const coll_args_t *a);
 chorus_result_t allgather_bruck(prims_t *p, const coll_args_t *a);
@@ -240,6 +242,7 @@ algo_cost_t allreduce_oneshot_cost(const algo_shape_t *s);
 algo_cost_t allreduce_twoshot_cost(const algo_shape_t *s);
 algo_cost_t allreduce_cma_cost(const algo_shape_t *s);
 algo_cost_t allreduce_hier_cost(const algo_shape_t *s);
+algo_cost_t allreduce_hier2d_cost(const algo_shape_t *s);
 algo_cost_t allgather_ring_cost(const algo_shape_t *s);
 algo_cost_t allgather_rd_cost(const algo_shape_t *s);
 algo_cost_t allgather_bruck_cost(const algo_shape_t *s);

@@ -25,6 +25,7 @@ static const algo_desc_t algo_table[] = {
     {COLL_ALLREDUCE, "twoshot", allreduce_twoshot, ALGO_NEEDS_DIRECT, allreduce_twoshot_cost},
     {COLL_ALLREDUCE, "cma", allreduce_cma, ALGO_NEEDS_DIRECT | ALGO_NEEDS_SINGLE_COPY, allreduce_cma_cost},
     {COLL_ALLREDUCE, "hier", allreduce_hier, ALGO_NEEDS_HOSTS, allreduce_hier_cost},
+    {COLL_ALLREDUCE, "hier2d", allreduce_hier2d, ALGO_NEEDS_EVEN_HOSTS, allreduce_hier2d_cost},
     {COLL_ALLGATHER, "ring", allgather_ring, 0, allgather_ring_cost},
     {COLL_ALLGATHER, "rd", allgather_rd, 0, allgather_rd_cost},
     {COLL_ALLGATHER, "bruck", allgather_bruck, 0, allgather_bruck_cost},
@@ -164,7 +165,10 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * 1.08 to 1.33 times the direct one's time from 4 MiB (docs/tuning.md, "A fifth machine"). Where ranks
  * share hosts across several (ALGO_NEEDS_HOSTS), the hierarchical algorithms run: AllReduce at every size
  * (between emulated hosts it took 0.47 to 0.92 of the ring's time over 1 Gbit/s links, 2 and 3 hosts of 2
- * ranks, 4 KiB to 64 MiB, and 0.41 to 0.97 unshaped, level with rhd or ahead); AllGather and
+ * ranks, 4 KiB to 64 MiB, and 0.41 to 0.97 unshaped, level with rhd or ahead), from 1 MiB in its two-
+ * dimensional form where every host has as many ranks (level with hier over 1 Gbit/s links on 2 x 2, 3 x
+ * 2 and 2 x 3, 0.66 to 0.89 of its time unshaped on 2 x 2, where it was the only one ahead of the flat
+ * ring and rhd; below 1 MiB the two swapped places from run to run); AllGather and
  * ReduceScatter from 256 KiB (0.65 to 0.69 of the ring's time on 2 hosts of 2 ranks from 1 MiB, 0.76 to
  * 0.93 on 3, level with Bruck's and rhd where ranks are dealt to hosts in turn; below 256 KiB Bruck's and
  * rhd were ahead on 3 hosts); Broadcast and Reduce at every size up to 8 ranks, and from 64 KiB beyond
@@ -196,6 +200,7 @@ static const struct algo_rule {
     RULE(COLL_ALLREDUCE, "oneshot", .min_ranks = 3, .max_total = 1 << 20),
     RULE(COLL_ALLREDUCE, "twoshot", .min_ranks = 8),
     RULE(COLL_ALLREDUCE, "twoshot", .min_ranks = 4, .min_bytes = 4 << 20),
+    RULE(COLL_ALLREDUCE, "hier2d", .min_bytes = 1 << 20),
     RULE(COLL_ALLREDUCE, "hier"),
     RULE(COLL_ALLREDUCE, "mesh", .max_ranks = 2, .min_bytes = 8 << 20),
     RULE(COLL_ALLREDUCE, "mesh", .min_bytes = 1 << 20, .oversubscribed = 1),
@@ -401,17 +406,25 @@ const char *algo_needs_text(const algo_desc_t *d)
         return "every rank on one host, with shared memory, and reads of each other's memory (process_vm_readv)";
     if (d->needs & ALGO_NEEDS_DIRECT) return "every rank on one host, with shared memory";
     if (d->needs & ALGO_NEEDS_HOSTS) return "ranks on two hosts or more, some host with two ranks or more";
+    if (d->needs & ALGO_NEEDS_EVEN_HOSTS) return "ranks on two hosts or more, the same number on each, two or more";
     return "";
 }
 
 /* ALGO_NEEDS_HOSTS: ranks on two hosts or more, some host with two ranks or more. */
 static int caps_hosts(const algo_caps_t *caps) { return caps->hosts > 1 && caps->per_host > 1; }
 
+/* ALGO_NEEDS_EVEN_HOSTS: that, and every host with as many ranks as the busiest. */
+static int caps_even_hosts(const algo_caps_t *caps)
+{
+    return caps_hosts(caps) && (long)caps->hosts * caps->per_host == caps->nranks;
+}
+
 int algo_supported(const algo_desc_t *d, const algo_caps_t *caps)
 {
     return (!(d->needs & ALGO_NEEDS_DIRECT) || caps->direct) &&
            (!(d->needs & ALGO_NEEDS_SINGLE_COPY) || caps->single_copy) &&
-           (!(d->needs & ALGO_NEEDS_HOSTS) || caps_hosts(caps));
+           (!(d->needs & ALGO_NEEDS_HOSTS) || caps_hosts(caps)) &&
+           (!(d->needs & ALGO_NEEDS_EVEN_HOSTS) || caps_even_hosts(caps));
 }
 
 /* The collective's first algorithm that cfg (NULL: anything) allows and caps supports. */
@@ -426,7 +439,7 @@ static const algo_desc_t *algo_allowed(coll_kind_t coll, const algo_caps_t *caps
 /* Each rule's registry entries (one bit each), resolved once: selection runs on every call and compares no
  * strings. A rule names one algorithm, or several separated by commas for the model to choose among. */
 static uint64_t rule_mask[CHORUS_ARRAY_SIZE(algo_rules)];
-static uint64_t needs_direct_mask, needs_single_copy_mask, needs_hosts_mask; /* the entries with each restriction */
+static uint64_t needs_direct_mask, needs_single_copy_mask, needs_hosts_mask, needs_even_hosts_mask; /* the entries with each restriction */
 static pthread_once_t rule_masks_once = PTHREAD_ONCE_INIT;
 
 /* Rule r's entries: its names in CHORUS_ALGO's syntax, "collective:name[,name...]", read as that parser
@@ -446,6 +459,7 @@ static void resolve_rule_masks(void)
         if (algo_table[i].needs & ALGO_NEEDS_DIRECT) needs_direct_mask |= 1ull << i;
         if (algo_table[i].needs & ALGO_NEEDS_SINGLE_COPY) needs_single_copy_mask |= 1ull << i;
         if (algo_table[i].needs & ALGO_NEEDS_HOSTS) needs_hosts_mask |= 1ull << i;
+        if (algo_table[i].needs & ALGO_NEEDS_EVEN_HOSTS) needs_even_hosts_mask |= 1ull << i;
     }
     char why[256];
     for (size_t r = 0; r < CHORUS_ARRAY_SIZE(algo_rules); r++) rule_mask[r] = rule_entries(r, why, sizeof(why));
@@ -470,7 +484,8 @@ uint64_t algo_rule_choice(coll_kind_t coll, size_t bytes, int in_place, const al
     pthread_once(&rule_masks_once, resolve_rule_masks);
     /* algo_supported for every entry at once */
     uint64_t supported = ~((caps->direct ? 0 : needs_direct_mask) | (caps->single_copy ? 0 : needs_single_copy_mask) |
-                           (caps_hosts(caps) ? 0 : needs_hosts_mask));
+                           (caps_hosts(caps) ? 0 : needs_hosts_mask) |
+                           (caps_even_hosts(caps) ? 0 : needs_even_hosts_mask));
     for (size_t r = 0; r < CHORUS_ARRAY_SIZE(algo_rules); r++) {
         uint64_t usable = rule_mask[r] & cfg->allowed & supported;
         if (usable && rule_fits(&algo_rules[r], coll, bytes, in_place, caps)) return usable;

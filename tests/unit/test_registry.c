@@ -315,7 +315,7 @@ static void check_restrictions(void)
                     t[i].name);
         TEST_ASSERT(algo_supported(&t[i], &none) == !t[i].needs, "%s %s restrictions", coll_name(t[i].coll),
                     t[i].name);
-        TEST_ASSERT(algo_supported(&t[i], &direct) == !(t[i].needs & (ALGO_NEEDS_SINGLE_COPY | ALGO_NEEDS_HOSTS)),
+        TEST_ASSERT(algo_supported(&t[i], &direct) == !(t[i].needs & (ALGO_NEEDS_SINGLE_COPY | ALGO_NEEDS_HOSTS | ALGO_NEEDS_EVEN_HOSTS)),
                     "%s %s needs single copy", coll_name(t[i].coll), t[i].name);
     }
 }
@@ -566,7 +566,8 @@ static void check_hosts(void)
         int nranks, hosts, per_host;
         const char *small, *large; /* at 16 bytes and 4 MiB */
     } cases[] = {
-        {COLL_ALLREDUCE, 4, 2, 2, "hier", "hier"},          {COLL_ALLREDUCE, 4, 3, 3, "hier", "hier"},
+        {COLL_ALLREDUCE, 4, 2, 2, "hier", "hier2d"},        {COLL_ALLREDUCE, 6, 3, 2, "hier", "hier2d"},
+        {COLL_ALLREDUCE, 7, 3, 3, "hier", "hier"},          {COLL_ALLREDUCE, 4, 3, 3, "hier", "hier"},
         {COLL_ALLREDUCE, 4, 4, 1, "rhd", "ring"},           {COLL_ALLREDUCE, 4, 1, 4, "rhd", "ring"},
         {COLL_ALLGATHER, 4, 2, 2, "bruck", "hier"},         {COLL_ALLGATHER, 4, 4, 1, "bruck", "ring"},
         {COLL_REDUCE_SCATTER, 4, 2, 2, "rhd", "hier"},      {COLL_REDUCE_SCATTER, 4, 4, 1, "rhd", "ring"},
