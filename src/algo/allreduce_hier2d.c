@@ -27,12 +27,14 @@ chorus_result_t allreduce_hier2d(prims_t *p, const coll_args_t *a)
     prims_reduce_t red = algo_reduction(a);
     hier_t h;
     CHECK(hier_init(p, &h));
-    int nl = h.nlocal, nh = h.nhosts;
-    /* The ranks of this rank's local index on every host, by host: its ring between hosts. */
-    int *across = malloc(sizeof(int) * (size_t)nh);
+    int nl = h.nlocal, nh = h.nhosts, even = 1;
+    for (int k = 0; k < nh; k++) even &= h.start[k + 1] - h.start[k] == nl;
+    /* The ranks of this rank's local index on every host, by host: its ring between hosts (the registry
+     * offers this algorithm only where every host has nl ranks). */
+    int *across = even ? malloc(sizeof(int) * (size_t)nh) : NULL;
     if (!across) {
         hier_free(&h);
-        return CHORUS_ERR_NO_MEMORY;
+        return even ? CHORUS_ERR_NO_MEMORY : CHORUS_ERR_INTERNAL;
     }
     for (int k = 0; k < nh; k++) across[k] = h.order[h.start[k] + h.pos];
     ring_group_t local = {h.local, nl, h.pos}, cross = {across, nh, h.host};
