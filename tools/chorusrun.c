@@ -1,7 +1,8 @@
 /*
- * chorusrun: run N ranks of a program on this host, joined into one communicator.
+ * chorusrun: run N ranks of a program, joined into one communicator, on this host or across hosts.
  *
  *   chorusrun -n N [--grace SECONDS] [--] PROGRAM [ARGS...]
+ *   chorusrun -H HOST[:SLOTS],... [-n N] [--agent COMMAND] [--grace SECONDS] [--] PROGRAM [ARGS...]
  *
  * chorusrun makes the unique id, which also starts the rendezvous root on a thread of this process, so it
  * must outlive the ranks' initialisation; it does, since it stays until every rank has ended. Each rank gets
@@ -17,6 +18,16 @@
  * Ranks stay in chorusrun's process group, so the terminal's job control treats the run as one job: Ctrl-C
  * reaches every rank directly and Ctrl-Z stops them all. Each rank asks the kernel for SIGKILL should
  * chorusrun die, so not even `kill -9 chorusrun` leaves a rank behind.
+ *
+ * Across hosts (-H), as mpirun's rsh launcher does: ranks go to the hosts in the order given, SLOTS each
+ * (default 1), and each is started as `AGENT HOST COMMAND` (AGENT default `ssh`), COMMAND being one line
+ * for a POSIX shell (remote_command). The unique id holds the communicator's secret, so it travels on the
+ * agent's standard input, never on a command line that other users of the host could read; the CHORUS_*
+ * variables of chorusrun's environment are set in the command. That standard input also stops the rank:
+ * a watcher in COMMAND waits for its end and then sends the rank SIGTERM, which needs no signal to cross
+ * the agent (ssh passes none without a terminal); chorusrun closes it where it would send SIGTERM or
+ * SIGINT, and it closes by itself when chorusrun dies. SIGKILL goes to the agent. The rendezvous root runs
+ * in chorusrun, so every host must reach this one (CHORUS_SOCKET_IFNAME picks the interface).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +40,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -51,6 +63,13 @@ typedef enum {
 typedef struct launcher {
     int nranks;
     int64_t grace_ns;
+    /* Across hosts (-H): each rank's host and local rank, the agent's words, and the write end of each
+     * rank's agent's standard input (-1 once closed). hosts is NULL on one host. */
+    char **hosts;
+    int nslots; /* entries of hosts and local_ranks: every slot -H gives */
+    int *local_ranks;
+    char **agent;
+    int *stdin_fds;
     pid_t *pids; /* by rank; 0 when never started or already reaped */
     int running; /* started and not yet reaped */
     phase_t phase;
@@ -60,18 +79,25 @@ typedef struct launcher {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: chorusrun -n N [--grace SECONDS] [--] PROGRAM [ARGS...]\n");
+    fprintf(f, "usage: chorusrun -n N [--grace SECONDS] [--] PROGRAM [ARGS...]\n"
+               "       chorusrun -H HOST[:SLOTS],... [-n N] [--agent COMMAND] [--grace SECONDS] [--] PROGRAM [ARGS...]\n");
 }
 
 static void help(void)
 {
     usage(stdout);
     printf("\n"
-           "Run N ranks of PROGRAM (looked up in PATH) on this host. Each rank finds CHORUS_RANK,\n"
-           "CHORUS_NRANKS, CHORUS_LOCAL_RANK and CHORUS_UNIQUE_ID in its environment, which is what\n"
-           "chorus_comm_init_from_env() reads.\n"
+           "Run N ranks of PROGRAM (looked up in PATH) on this host, or across hosts. Each rank finds\n"
+           "CHORUS_RANK, CHORUS_NRANKS, CHORUS_LOCAL_RANK and CHORUS_UNIQUE_ID in its environment, which\n"
+           "is what chorus_comm_init_from_env() reads.\n"
            "\n"
-           "  -n N               number of ranks (at least 1)\n"
+           "  -n N               number of ranks (at least 1; with -H at most the slots, default all)\n"
+           "  -H HOST[:SLOTS],...\n"
+           "                     run the ranks on these hosts, SLOTS on each (default 1), in order; each\n"
+           "                     rank is started as AGENT HOST COMMAND, in the current directory's path,\n"
+           "                     with chorusrun's CHORUS_* variables; every host must reach this one\n"
+           "  --agent COMMAND    how to start a command on a host (default ssh); its words are split at\n"
+           "                     spaces, and it must run COMMAND, a line for a POSIX shell, as ssh does\n"
            "  --grace SECONDS    after the first rank fails, how long the others may take to end on their\n"
            "                     own before they get SIGTERM, then SIGKILL one second later (default %g)\n"
            "  -h, --help         show this help\n"
@@ -93,12 +119,15 @@ static int usage_error(const char *fmt, const char *arg)
 }
 
 /* Returns -1 when the command line is fine and chorusrun should go on, else the exit status. */
-static int parse_args(int argc, char **argv, int *nranks_p, int64_t *grace_ns_p, int *prog_p)
+static int parse_args(int argc, char **argv, int *nranks_p, int64_t *grace_ns_p, int *prog_p, const char **hosts_p,
+                      const char **agent_p)
 {
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {"grace", required_argument, NULL, 'g'},
+        {"hosts", required_argument, NULL, 'H'},
+        {"agent", required_argument, NULL, 'a'},
         {NULL, 0, NULL, 0},
     };
     int nranks = 0;
@@ -108,7 +137,7 @@ static int parse_args(int argc, char **argv, int *nranks_p, int64_t *grace_ns_p,
 
     /* '+' stops at PROGRAM, so that its own options are left alone; ':' lets us word the errors. */
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "+:hn:", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+:hn:H:", longopts, NULL)) != -1) {
         switch (c) {
         case 'h':
             help();
@@ -124,6 +153,13 @@ static int parse_args(int argc, char **argv, int *nranks_p, int64_t *grace_ns_p,
             nranks = (int)n;
             break;
         }
+        case 'H':
+            *hosts_p = optarg;
+            break;
+        case 'a':
+            if (!*optarg) return usage_error("%s", "--agent wants a command");
+            *agent_p = optarg;
+            break;
         case 'g':
             grace_s = strtod(optarg, &end);
             /* The upper bound keeps the nanosecond count in range; the negation also rejects NaN. */
@@ -141,7 +177,7 @@ static int parse_args(int argc, char **argv, int *nranks_p, int64_t *grace_ns_p,
             return usage_error("unknown option '%s'", argv[optind - 1]);
         }
     }
-    if (nranks == 0) return usage_error("%s", "missing -n N, the number of ranks");
+    if (nranks == 0 && !*hosts_p) return usage_error("%s", "missing -n N, the number of ranks");
     if (optind >= argc) return usage_error("%s", "missing the PROGRAM to run");
     *nranks_p = nranks;
     *grace_ns_p = (int64_t)(grace_s * 1e9);
@@ -178,7 +214,8 @@ static char **env_make(char *const *extra, size_t nextra)
  * *exec_errno_p is 0 once PROGRAM runs, or why it could not: the child reports it through a close-on-exec
  * pipe, which closes without a word when the exec succeeds.
  */
-static pid_t rank_spawn(char *const *argv, char *const *envp, const sigset_t *child_mask, int *exec_errno_p)
+static pid_t rank_spawn(char *const *argv, char *const *envp, int stdin_fd, const sigset_t *child_mask,
+                        int *exec_errno_p)
 {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) return -1;
@@ -188,6 +225,7 @@ static pid_t rank_spawn(char *const *argv, char *const *envp, const sigset_t *ch
         /* chorusrun has threads (the rendezvous root), so only async-signal-safe calls until exec. The
          * getppid() check closes the window in which chorusrun died before the death signal was armed. */
         if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(EXIT_CANNOT_RUN);
+        if (stdin_fd >= 0 && dup2(stdin_fd, STDIN_FILENO) < 0) _exit(EXIT_CANNOT_RUN);
         sigprocmask(SIG_SETMASK, child_mask, NULL);
         execvpe(argv[0], argv, envp);
         int err = errno;
@@ -204,10 +242,33 @@ static pid_t rank_spawn(char *const *argv, char *const *envp, const sigset_t *ch
     return pid;
 }
 
+/* Across hosts, the end of a rank's standard input is what stops it (see the top of this file). */
+static void stdin_close(launcher_t *l, int r)
+{
+    if (!l->stdin_fds || l->stdin_fds[r] < 0) return;
+    close(l->stdin_fds[r]);
+    l->stdin_fds[r] = -1;
+}
+
 static void signal_ranks(launcher_t *l, int sig)
 {
-    for (int r = 0; r < l->nranks; r++)
-        if (l->pids[r] > 0) kill(l->pids[r], sig);
+    for (int r = 0; r < l->nranks; r++) {
+        if (l->pids[r] <= 0) continue;
+        if (l->hosts && sig != SIGKILL)
+            stdin_close(l, r);
+        else
+            kill(l->pids[r], sig);
+    }
+}
+
+/* "rank R (pid P)", or across hosts "rank R (host H, agent pid P)". */
+static const char *rank_name(const launcher_t *l, int r, pid_t pid, char *buf, size_t len)
+{
+    if (l->hosts)
+        snprintf(buf, len, "rank %d (host %s, agent pid %d)", r, l->hosts[r], (int)pid);
+    else
+        snprintf(buf, len, "rank %d (pid %d)", r, (int)pid);
+    return buf;
 }
 
 static void begin_shutdown(launcher_t *l, int64_t delay_ns)
@@ -227,15 +288,18 @@ static void reap(launcher_t *l)
         if (r == l->nranks) continue;
         l->pids[r] = 0;
         l->running--;
+        stdin_close(l, r);
         /* Only the first failure is reported: the later ones are usually its echo, and the ranks say why. */
         if ((WIFEXITED(status) && WEXITSTATUS(status) == 0) || l->exit_code != 0) continue;
+        char name[160];
+        rank_name(l, r, pid, name, sizeof name);
         if (WIFSIGNALED(status)) {
             int sig = WTERMSIG(status);
-            fprintf(stderr, "chorusrun: rank %d (pid %d) was killed by signal %d (%s)%s\n", r, (int)pid, sig,
-                    strsignal(sig), WCOREDUMP(status) ? ", core dumped" : "");
+            fprintf(stderr, "chorusrun: %s was killed by signal %d (%s)%s\n", name, sig, strsignal(sig),
+                    WCOREDUMP(status) ? ", core dumped" : "");
             l->exit_code = 128 + sig;
         } else {
-            fprintf(stderr, "chorusrun: rank %d (pid %d) exited with status %d\n", r, (int)pid, WEXITSTATUS(status));
+            fprintf(stderr, "chorusrun: %s exited with status %d\n", name, WEXITSTATUS(status));
             l->exit_code = WEXITSTATUS(status);
         }
         begin_shutdown(l, l->grace_ns);
@@ -293,6 +357,18 @@ static int supervise(launcher_t *l, int sfd)
 
 /* A rank that could not be started is the first failure; nothing useful can come from waiting for the
  * others, which would only wait for it, so they are stopped at once. */
+static void launcher_free(launcher_t *l)
+{
+    for (int r = 0; r < l->nslots; r++) free(l->hosts[r]);
+    for (int r = 0; l->stdin_fds && r < l->nranks; r++) stdin_close(l, r);
+    free(l->hosts);
+    free(l->local_ranks);
+    if (l->agent) free(l->agent[0]);
+    free(l->agent);
+    free(l->stdin_fds);
+    free(l->pids);
+}
+
 static void launch_failed(launcher_t *l, int exit_code)
 {
     l->exit_code = exit_code;
@@ -319,7 +395,7 @@ static void launch(launcher_t *l, char *const *argv, const char *id_text, const 
         snprintf(rank_var, sizeof rank_var, "CHORUS_RANK=%d", r);
         /* Every rank is on this host, so its local rank is its rank. */
         snprintf(local_var, sizeof local_var, "CHORUS_LOCAL_RANK=%d", r);
-        pid_t pid = rank_spawn(argv, env, child_mask, &exec_errno);
+        pid_t pid = rank_spawn(argv, env, -1, child_mask, &exec_errno);
         if (pid < 0) {
             fprintf(stderr, "chorusrun: cannot start rank %d: %s\n", r, strerror(errno));
             launch_failed(l, EXIT_FAILURE);
@@ -336,6 +412,188 @@ static void launch(launcher_t *l, char *const *argv, const char *id_text, const 
         l->running++;
     }
     free(env);
+}
+
+/* ---- Across hosts ---- */
+
+/* Each rank's host from "HOST[:SLOTS],...", SLOTS ranks to a host in the order given (all of them when
+ * *nranks_p is 0, else the first *nranks_p, which must fit). Returns -1 when fine, else the exit status. */
+static int hosts_parse(launcher_t *l, const char *text, int *nranks_p)
+{
+    char *copy = strdup(text), *save = NULL;
+    int total = 0, cap = 0, rc = -1;
+    if (!copy) return usage_error("%s", "out of memory");
+    for (char *item = strtok_r(copy, ",", &save); item && rc < 0; item = strtok_r(NULL, ",", &save)) {
+        char *colon = strrchr(item, ':'), *end;
+        long slots = 1;
+        if (colon) {
+            *colon = 0;
+            errno = 0;
+            slots = strtol(colon + 1, &end, 10);
+            if (errno || end == colon + 1 || *end || slots < 1 || slots > INT_MAX / 2 - total) {
+                *colon = ':';
+                rc = usage_error("-H wants HOST[:SLOTS] with SLOTS a number of at least 1, not '%s'", item);
+                break;
+            }
+        }
+        if (!*item) {
+            rc = usage_error("%s", "-H has an empty host name");
+            break;
+        }
+        for (long k = 0; k < slots; k++, total++) {
+            if (total == cap) {
+                cap = cap ? 2 * cap : 16;
+                char **hosts = realloc(l->hosts, (size_t)cap * sizeof *hosts);
+                int *locals = hosts ? realloc(l->local_ranks, (size_t)cap * sizeof *locals) : NULL;
+                if (hosts) l->hosts = hosts;
+                if (locals) l->local_ranks = locals;
+                if (!hosts || !locals) {
+                    rc = usage_error("%s", "out of memory");
+                    break;
+                }
+            }
+            l->hosts[total] = strdup(item);
+            l->local_ranks[total] = (int)k;
+            l->nslots = total + 1;
+            if (!l->hosts[total]) {
+                rc = usage_error("%s", "out of memory");
+                break;
+            }
+        }
+    }
+    free(copy);
+    if (rc >= 0) return rc;
+    if (total == 0) return usage_error("%s", "-H names no host");
+    if (*nranks_p > total) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "-n %d is more ranks than the %d slots -H gives", *nranks_p, total);
+        return usage_error("%s", msg);
+    }
+    if (*nranks_p == 0) *nranks_p = total;
+    return -1;
+}
+
+/* The agent's words: the command split at spaces, room for HOST, COMMAND and the end. */
+static char **agent_split(const char *command)
+{
+    while (*command == ' ') command++; /* so that the first word, if any, starts the copy argv[0] owns */
+    size_t words = 0, len = strlen(command);
+    for (size_t i = 0; i < len; i++)
+        if (command[i] != ' ' && (i == 0 || command[i - 1] == ' ')) words++;
+    char **argv = calloc(words + 3, sizeof *argv), *copy = strdup(command), *save = NULL;
+    if (!argv || !copy) {
+        free(argv);
+        free(copy);
+        return NULL;
+    }
+    size_t n = 0;
+    for (char *w = strtok_r(copy, " ", &save); w; w = strtok_r(NULL, " ", &save)) argv[n++] = w;
+    if (!n) free(copy);
+    return argv; /* argv[0] owns copy */
+}
+
+/* text in single quotes for a POSIX shell. */
+static void shell_quote(FILE *f, const char *text)
+{
+    fputc('\'', f);
+    for (const char *c = text; *c; c++)
+        if (*c == '\'')
+            fputs("'\\''", f);
+        else
+            fputc(*c, f);
+    fputc('\'', f);
+}
+
+/* The line the agent runs for rank r on its host (see the top of this file): read the unique id from
+ * standard input, set the rank's variables and chorusrun's CHORUS_* ones, run PROGRAM in the background
+ * with fd 3 still on that input for a watcher that sends it SIGTERM at its end, and exit with its status
+ * (128 + the signal's number where one ended it; the shell's "Terminated" notice is kept off stderr). One
+ * line, run as `sh -c LINE` whatever the login shell. */
+static char *remote_command(const launcher_t *l, int r, char *const *argv)
+{
+    char *script = NULL, *line = NULL, cwd[PATH_MAX];
+    size_t len = 0;
+    FILE *f = open_memstream(&script, &len);
+    if (!f) return NULL;
+    if (getcwd(cwd, sizeof cwd)) {
+        fputs("cd ", f);
+        shell_quote(f, cwd);
+        fputs(" 2>/dev/null; ", f);
+    }
+    fprintf(f, "IFS= read -r CHORUS_UNIQUE_ID || exit 1; export CHORUS_UNIQUE_ID CHORUS_RANK=%d CHORUS_NRANKS=%d "
+               "CHORUS_LOCAL_RANK=%d; ", r, l->nranks, l->local_ranks[r]);
+    for (char **e = environ; *e; e++) {
+        const char *eq = strchr(*e, '=');
+        if (strncmp(*e, "CHORUS_", 7) != 0 || env_is_ours(*e) || !eq) continue;
+        fprintf(f, "export %.*s=", (int)(eq - *e), *e);
+        shell_quote(f, eq + 1);
+        fputs("; ", f);
+    }
+    fputs("exec 3<&0; ", f);
+    for (int i = 0; argv[i]; i++) {
+        shell_quote(f, argv[i]);
+        fputc(' ', f);
+    }
+    fputs("3<&- </dev/null & pid=$!; trap 'kill -TERM $pid 2>/dev/null' HUP INT TERM; "
+          "{ read -r _ <&3; kill -TERM $pid; } 2>/dev/null & w=$!; "
+          "wait $pid 2>/dev/null; st=$?; while kill -0 $pid 2>/dev/null; do wait $pid 2>/dev/null; st=$?; done; "
+          "kill $w 2>/dev/null; exit $st",
+          f);
+    if (fclose(f) != 0) {
+        free(script);
+        return NULL;
+    }
+    f = open_memstream(&line, &len);
+    if (f) {
+        fputs("sh -c ", f);
+        shell_quote(f, script);
+        if (fclose(f) != 0) {
+            free(line);
+            line = NULL;
+        }
+    }
+    free(script);
+    return line;
+}
+
+/* Start every rank through the agent; at the first one that cannot start, report it and start no more. */
+static void launch_remote(launcher_t *l, char *const *argv, const char *id_text, const sigset_t *child_mask)
+{
+    int n = 0;
+    while (l->agent[n]) n++;
+    for (int r = 0; r < l->nranks; r++) {
+        char *line = remote_command(l, r, argv);
+        int fds[2] = {-1, -1}, exec_errno = 0;
+        /* A socket, not a pipe: a write to a rank gone already fails with EPIPE instead of a SIGPIPE. */
+        if (!line || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+            fprintf(stderr, "chorusrun: cannot start rank %d: %s\n", r, line ? strerror(errno) : "out of memory");
+            free(line);
+            launch_failed(l, EXIT_FAILURE);
+            return;
+        }
+        l->agent[n] = l->hosts[r];
+        l->agent[n + 1] = line;
+        pid_t pid = rank_spawn(l->agent, environ, fds[0], child_mask, &exec_errno);
+        l->agent[n] = l->agent[n + 1] = NULL;
+        free(line);
+        close(fds[0]);
+        if (pid < 0 || exec_errno != 0) {
+            if (pid > 0) (void)SYSCALL_RETRY(waitpid(pid, NULL, 0));
+            fprintf(stderr, "chorusrun: cannot run the agent '%s' for rank %d on %s: %s\n", l->agent[0], r,
+                    l->hosts[r], strerror(pid < 0 ? errno : exec_errno));
+            close(fds[1]);
+            launch_failed(l, pid < 0 ? EXIT_FAILURE : EXIT_CANNOT_RUN);
+            return;
+        }
+        /* The id and its newline fit in the pipe's buffer whole; a rank that ends before reading them
+         * makes the write fail, which its exit status reports. */
+        char msg[CHORUS_UNIQUE_ID_STRING_BYTES + 1];
+        int len = snprintf(msg, sizeof msg, "%s\n", id_text);
+        (void)!SYSCALL_RETRY(send(fds[1], msg, (size_t)len, MSG_NOSIGNAL));
+        l->stdin_fds[r] = fds[1];
+        l->pids[r] = pid;
+        l->running++;
+    }
 }
 
 /*
@@ -365,8 +623,15 @@ int main(int argc, char **argv)
 {
     launcher_t l = {.phase = PHASE_RUNNING, .deadline = INT64_MAX};
     int prog = 0;
-    int rc = parse_args(argc, argv, &l.nranks, &l.grace_ns, &prog);
-    if (rc >= 0) return rc;
+    const char *hosts = NULL, *agent = "ssh";
+    int rc = parse_args(argc, argv, &l.nranks, &l.grace_ns, &prog, &hosts, &agent);
+    if (rc < 0 && hosts) rc = hosts_parse(&l, hosts, &l.nranks);
+    if (rc < 0 && hosts && !(l.agent = agent_split(agent))) rc = usage_error("%s", "out of memory");
+    if (rc < 0 && hosts && !l.agent[0]) rc = usage_error("%s", "--agent wants a command");
+    if (rc >= 0) {
+        launcher_free(&l);
+        return rc;
+    }
 
     sigset_t child_mask;
     int sfd = signals_setup(&child_mask);
@@ -376,7 +641,9 @@ int main(int argc, char **argv)
     }
 
     l.pids = calloc((size_t)l.nranks, sizeof *l.pids);
-    if (!l.pids) {
+    if (hosts && (l.stdin_fds = malloc((size_t)l.nranks * sizeof *l.stdin_fds)))
+        for (int r = 0; r < l.nranks; r++) l.stdin_fds[r] = -1;
+    if (!l.pids || (hosts && !l.stdin_fds)) {
         fprintf(stderr, "chorusrun: out of memory for %d ranks\n", l.nranks);
         rc = EXIT_FAILURE;
         goto out;
@@ -393,10 +660,13 @@ int main(int argc, char **argv)
         goto out;
     }
 
-    launch(&l, argv + prog, id_text, &child_mask);
+    if (hosts)
+        launch_remote(&l, argv + prog, id_text, &child_mask);
+    else
+        launch(&l, argv + prog, id_text, &child_mask);
     rc = supervise(&l, sfd);
 out:
-    free(l.pids);
+    launcher_free(&l);
     close(sfd);
     return rc;
 }
