@@ -94,7 +94,7 @@ static void help(void)
            "  -n N               number of ranks (at least 1; with -H at most the slots, default all)\n"
            "  -H HOST[:SLOTS],...\n"
            "                     run the ranks on these hosts, SLOTS on each (default 1), in order; each\n"
-           "                     rank is started as AGENT HOST COMMAND, in the current directory's path,\n"
+           "                     rank is started as AGENT HOST COMMAND, in the directory of the same path,\n"
            "                     with chorusrun's CHORUS_* variables; every host must reach this one\n"
            "  --agent COMMAND    how to start a command on a host (default ssh); its words are split at\n"
            "                     spaces, and it must run COMMAND, a line for a POSIX shell, as ssh does\n"
