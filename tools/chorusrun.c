@@ -416,6 +416,30 @@ static void launch(launcher_t *l, char *const *argv, const char *id_text, const 
 
 /* ---- Across hosts ---- */
 
+/* Slots by host name, then in order: each host's slots together, so that local ranks can be counted. */
+static const launcher_t *slots_sorting;
+static int slot_cmp(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b, c = strcmp(slots_sorting->hosts[x], slots_sorting->hosts[y]);
+    return c ? c : (x > y) - (x < y);
+}
+
+/* Each slot's local rank: how many slots of its host come before it (a host may be named more than once,
+ * as in "a,b,a"). 0 if out of memory. */
+static int slots_number(launcher_t *l)
+{
+    int *order = malloc((size_t)l->nslots * sizeof *order);
+    if (!order) return 0;
+    for (int i = 0; i < l->nslots; i++) order[i] = i;
+    slots_sorting = l;
+    qsort(order, (size_t)l->nslots, sizeof *order, slot_cmp);
+    for (int i = 0; i < l->nslots; i++)
+        l->local_ranks[order[i]] =
+            i > 0 && strcmp(l->hosts[order[i]], l->hosts[order[i - 1]]) == 0 ? l->local_ranks[order[i - 1]] + 1 : 0;
+    free(order);
+    return 1;
+}
+
 /* Each rank's host from "HOST[:SLOTS],...", SLOTS ranks to a host in the order given (all of them when
  * *nranks_p is 0, else the first *nranks_p, which must fit). Returns -1 when fine, else the exit status. */
 static int hosts_parse(launcher_t *l, const char *text, int *nranks_p)
@@ -440,7 +464,7 @@ static int hosts_parse(launcher_t *l, const char *text, int *nranks_p)
             rc = usage_error("%s", "-H has an empty host name");
             break;
         }
-        for (long k = 0; k < slots; k++, total++) {
+        for (long k = 0; k < slots && rc < 0; k++, total++) {
             if (total == cap) {
                 cap = cap ? 2 * cap : 16;
                 char **hosts = realloc(l->hosts, (size_t)cap * sizeof *hosts);
@@ -453,7 +477,6 @@ static int hosts_parse(launcher_t *l, const char *text, int *nranks_p)
                 }
             }
             l->hosts[total] = strdup(item);
-            l->local_ranks[total] = (int)k;
             l->nslots = total + 1;
             if (!l->hosts[total]) {
                 rc = usage_error("%s", "out of memory");
@@ -464,6 +487,7 @@ static int hosts_parse(launcher_t *l, const char *text, int *nranks_p)
     free(copy);
     if (rc >= 0) return rc;
     if (total == 0) return usage_error("%s", "-H names no host");
+    if (!slots_number(l)) return usage_error("%s", "out of memory");
     if (*nranks_p > total) {
         char msg[96];
         snprintf(msg, sizeof msg, "-n %d is more ranks than the %d slots -H gives", *nranks_p, total);

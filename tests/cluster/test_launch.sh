@@ -99,6 +99,12 @@ check "exit status 0 (got $rc)" test "$rc" -eq 0
 check "ranks 0 and 1 on host 0, rank 2 on host 1" \
     test "$(sort "$TMP/out" | tr '\n' ,)" = "0 3 chorus-host-0,1 3 chorus-host-0,2 3 chorus-host-1,"
 
+current="a host named more than once"
+launch -H chorus-host-0,chorus-host-1,chorus-host-0,chorus-host-1:2 -- sh -c 'echo "$CHORUS_RANK $CHORUS_LOCAL_RANK $(hostname)"'
+check "exit status 0 (got $rc)" test "$rc" -eq 0
+check "ranks dealt in turn, local ranks counted per host ($(sort "$TMP/out" | tr '\n' ,))" \
+    test "$(sort "$TMP/out" | tr '\n' ,)" = "0 0 chorus-host-0,1 0 chorus-host-1,2 1 chorus-host-0,3 1 chorus-host-1,4 2 chorus-host-1,"
+
 current="a failing rank"
 rm -f "$TMP"/pid.*
 launch --grace 0.5 -H chorus-host-0:2,chorus-host-1:2 -- sh -c 'echo $$ >"$DIR/pid.$CHORUS_RANK"
