@@ -55,6 +55,7 @@ static const algo_desc_t algo_table[] = {
     {COLL_ALLTOALL, "ring", alltoall_ring, 0, alltoall_ring_cost},
     {COLL_ALLTOALL, "direct", alltoall_direct, ALGO_NEEDS_DIRECT, alltoall_direct_cost},
     {COLL_ALLTOALL, "cma", alltoall_cma, ALGO_NEEDS_DIRECT | ALGO_NEEDS_SINGLE_COPY, alltoall_cma_cost},
+    {COLL_ALLTOALL, "hier", alltoall_hier, ALGO_NEEDS_HOSTS, alltoall_hier_cost},
     {COLL_BARRIER, "dissemination", barrier_dissemination, 0, barrier_dissemination_cost},
     {COLL_BARRIER, "direct", barrier_direct, ALGO_NEEDS_DIRECT, barrier_direct_cost},
 };
@@ -174,12 +175,18 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * rhd were ahead on 3 hosts); Broadcast and Reduce at every size up to 8 ranks, and from 64 KiB beyond
  * (their host-by-host chain is the flat chain where each host's ranks are consecutive, and took half its
  * time where ranks are dealt to hosts in turn; above 8 ranks the chain's latency is left to the binomial
- * tree's log p, unmeasured) (docs/algorithms.md, "Across hosts"). */
+ * tree's log p, unmeasured); AllToAll up to 16 KiB on two hosts, where its leaders send one message
+ * between the hosts for a flat algorithm's L x L (0.4 to 0.9 of the faster of Bruck's and pairwise's
+ * time on 2 x 2 and 2 x 4 over 1 Gbit/s links, and on 2 x 2 unshaped but at 64 B; on 3 hosts Bruck's log
+ * p steps were ahead from 1 or 4 KiB; from 64 KiB level with pairwise over 1 Gbit/s links and 1.7 to 2.5
+ * times its time unshaped, where the leader's trip through shared memory binds) (docs/algorithms.md,
+ * "Across hosts"). */
 #define RULE(c, n, ...) {.coll = c, .name = n, __VA_ARGS__}
 static const struct algo_rule {
     coll_kind_t coll;
     const char *name;
     int min_ranks, max_ranks;
+    int max_hosts; /* bound on the hosts the ranks are on (algo_caps_t) */
     size_t min_bytes, max_bytes;
     size_t max_total; /* bound on n * p */
     int oversubscribed; /* 1: only where ranks outnumber the busiest host's cores */
@@ -252,6 +259,7 @@ static const struct algo_rule {
     RULE(COLL_ALLTOALL, "direct", .max_bytes = 1 << 20),
     RULE(COLL_ALLTOALL, "direct,pairwise,cma", .max_ranks = 2, .min_bytes = 1 << 20),
     RULE(COLL_ALLTOALL, "direct", .min_bytes = 1 << 20),
+    RULE(COLL_ALLTOALL, "hier", .max_hosts = 2, .max_bytes = 16 << 10),
     RULE(COLL_ALLTOALL, "bruck", .max_bytes = 16 << 10),
     RULE(COLL_ALLTOALL, "pairwise"),
     RULE(COLL_BARRIER, "direct"),
@@ -264,6 +272,7 @@ static int rule_fits(const struct algo_rule *r, coll_kind_t coll, size_t bytes, 
 {
     size_t total, nranks = (size_t)caps->nranks;
     return r->coll == coll && caps->nranks >= r->min_ranks && (!r->max_ranks || caps->nranks <= r->max_ranks) &&
+           (!r->max_hosts || caps->hosts <= r->max_hosts) &&
            bytes >= r->min_bytes && (!r->in_place || (r->in_place > 0) == !!in_place) &&
            (!r->single_copy_fast || caps->single_copy_fast) && (!r->single_copy_saves || caps->single_copy_saves) &&
            (!r->oversubscribed || caps->oversubscribed) &&

@@ -574,7 +574,8 @@ static void check_hosts(void)
         {COLL_BROADCAST, 4, 2, 2, "hier", "hier"},          {COLL_BROADCAST, 4, 4, 1, "binomial", "chain"},
         {COLL_BROADCAST, 16, 2, 8, "binomial", "hier"},     {COLL_REDUCE, 4, 2, 2, "hier", "hier"},
         {COLL_REDUCE, 4, 1, 4, "binomial", "chain"},        {COLL_REDUCE, 16, 4, 4, "binomial", "hier"},
-        {COLL_ALLTOALL, 4, 2, 2, "bruck", "pairwise"},
+        {COLL_ALLTOALL, 4, 2, 2, "hier", "pairwise"},      {COLL_ALLTOALL, 4, 4, 1, "bruck", "pairwise"},
+        {COLL_ALLTOALL, 6, 3, 2, "bruck", "pairwise"},
     };
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
         tune_state_t ts;
