@@ -43,15 +43,18 @@ static int alltoall_hier_away_run(const hier_t *h, int *at, int *first_p, int *c
     return 1;
 }
 
-/* The blocks of this rank's sendbuf for the other hosts, to the leader (pos > 0); or the other hosts'
- * blocks for this rank, from it, into recvbuf. Run by run, in rank order. */
-static chorus_result_t alltoall_hier_away(prims_t *p, const hier_t *h, int sending, const char *send, char *recv,
-                                          size_t block)
+/* The blocks for the other hosts' ranks to `peer` from sbuf, or else from it into rbuf, run by run in rank
+ * order: at rank * block (a rank's own buffers), or at c * block for the c-th of those ranks (`packed`: a
+ * leader's rows). */
+static chorus_result_t alltoall_hier_away(prims_t *p, const hier_t *h, int peer, const char *sbuf, char *rbuf,
+                                          int packed, size_t block)
 {
     int at = 0, first, count;
+    size_t c = 0;
     while (alltoall_hier_away_run(h, &at, &first, &count)) {
-        size_t off = (size_t)first * block, bytes = (size_t)count * block;
-        CHECK(sending ? prims_send(p, h->local[0], send + off, bytes) : prims_recv(p, h->local[0], recv + off, bytes));
+        size_t off = (packed ? c : (size_t)first) * block, bytes = (size_t)count * block;
+        CHECK(sbuf ? prims_send(p, peer, sbuf + off, bytes) : prims_recv(p, peer, rbuf + off, bytes));
+        c += (size_t)count;
     }
     return CHORUS_SUCCESS;
 }
@@ -97,14 +100,7 @@ static chorus_result_t alltoall_hier_leader(prims_t *p, const hier_t *h, const c
     CHECK(prims_scratch(p, 1, rows ? 3 * rows * block : 1, (void **)&away));
     out = away + rows * block;
     in = out + rows * block;
-    for (int i = 1; i < L; i++) {
-        int at = 0, first, count;
-        size_t c = 0;
-        while (alltoall_hier_away_run(h, &at, &first, &count)) {
-            CHECK(prims_recv(p, h->local[i], away + ((size_t)(i - 1) * M + c) * block, (size_t)count * block));
-            c += (size_t)count;
-        }
-    }
+    for (int i = 1; i < L; i++) CHECK(alltoall_hier_away(p, h, h->local[i], NULL, away + (size_t)(i - 1) * M * block, 1, block));
     CHECK(alltoall_hier_local(p, h, staged ? staged : send, staged != NULL, recv, block));
     /* Sorted by destination host: row 0 from sendbuf, the others from `away`. */
     for (int r = 0, c = 0; r < h->nranks; r++) {
@@ -136,14 +132,7 @@ static chorus_result_t alltoall_hier_leader(prims_t *p, const hier_t *h, const c
             memcpy(away + ((size_t)(i - 1) * M + (size_t)c) * block, from + (size_t)i * block, block);
         c++;
     }
-    for (int i = 1; i < L; i++) {
-        int at = 0, first, count;
-        size_t c = 0;
-        while (alltoall_hier_away_run(h, &at, &first, &count)) {
-            CHECK(prims_send(p, h->local[i], away + ((size_t)(i - 1) * M + c) * block, (size_t)count * block));
-            c += (size_t)count;
-        }
-    }
+    for (int i = 1; i < L; i++) CHECK(alltoall_hier_away(p, h, h->local[i], away + (size_t)(i - 1) * M * block, NULL, 1, block));
     return CHORUS_SUCCESS;
 }
 
@@ -167,9 +156,9 @@ chorus_result_t alltoall_hier(prims_t *p, const coll_args_t *a)
     if (res == CHORUS_SUCCESS && h.pos == 0) {
         res = alltoall_hier_leader(p, &h, send, recv, staged, block);
     } else if (res == CHORUS_SUCCESS) {
-        res = alltoall_hier_away(p, &h, 1, send, recv, block);
+        res = alltoall_hier_away(p, &h, h.local[0], send, NULL, 0, block);
         if (res == CHORUS_SUCCESS) res = alltoall_hier_local(p, &h, staged ? staged : send, staged != NULL, recv, block);
-        if (res == CHORUS_SUCCESS) res = alltoall_hier_away(p, &h, 0, send, recv, block);
+        if (res == CHORUS_SUCCESS) res = alltoall_hier_away(p, &h, h.local[0], NULL, recv, 0, block);
     }
     hier_free(&h);
     return res;
