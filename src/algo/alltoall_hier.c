@@ -60,21 +60,20 @@ static chorus_result_t alltoall_hier_away(prims_t *p, const hier_t *h, int peer,
 }
 
 /* The host's ranks' blocks for each other, pairwise (step s: to the rank s places on, from the one s
- * places back). The block for the host's i-th rank is at src + i * block where the host's blocks were
- * staged in its order (`staged`), else at src + local[i] * block (sendbuf). */
-static chorus_result_t alltoall_hier_local(prims_t *p, const hier_t *h, const char *src, int staged, char *recv,
-                                           size_t block)
+ * places back): the block for the host's i-th rank at staged + i * block where the host's blocks were
+ * staged in its order, else in sendbuf. */
+static chorus_result_t alltoall_hier_local(prims_t *p, const hier_t *h, const char *send, const char *staged,
+                                           char *recv, size_t block)
 {
-#define LOCAL_BLOCK(i) (src + (size_t)(staged ? (i) : h->local[i]) * block)
     int me = h->local[h->pos];
-    if (LOCAL_BLOCK(h->pos) != recv + (size_t)me * block) copy_out(recv + (size_t)me * block, LOCAL_BLOCK(h->pos), block);
+    const char *mine = staged ? staged + (size_t)h->pos * block : send + (size_t)me * block;
+    if (mine != recv + (size_t)me * block) copy_out(recv + (size_t)me * block, mine, block);
     for (int s = 1; s < h->nlocal; s++) {
-        int ti = (h->pos + s) % h->nlocal, fi = plan_mod(h->pos - s, h->nlocal);
-        CHECK(prims_sendrecv(p, h->local[ti], LOCAL_BLOCK(ti), block, h->local[fi], recv + (size_t)h->local[fi] * block,
-                             block));
+        int ti = (h->pos + s) % h->nlocal, fi = plan_mod(h->pos - s, h->nlocal), to = h->local[ti];
+        const char *block_to = staged ? staged + (size_t)ti * block : send + (size_t)to * block;
+        CHECK(prims_sendrecv(p, to, block_to, block, h->local[fi], recv + (size_t)h->local[fi] * block, block));
     }
     return CHORUS_SUCCESS;
-#undef LOCAL_BLOCK
 }
 
 /* Where host k's part starts among the other hosts' ranks, host by host (k is not this rank's host). */
@@ -100,8 +99,9 @@ static chorus_result_t alltoall_hier_leader(prims_t *p, const hier_t *h, const c
     CHECK(prims_scratch(p, 1, rows ? 3 * rows * block : 1, (void **)&away));
     out = away + rows * block;
     in = out + rows * block;
-    for (int i = 1; i < L; i++) CHECK(alltoall_hier_away(p, h, h->local[i], NULL, away + (size_t)(i - 1) * M * block, 1, block));
-    CHECK(alltoall_hier_local(p, h, staged ? staged : send, staged != NULL, recv, block));
+    for (int i = 1; i < L; i++)
+        CHECK(alltoall_hier_away(p, h, h->local[i], NULL, away + (size_t)(i - 1) * M * block, 1, block));
+    CHECK(alltoall_hier_local(p, h, send, staged, recv, block));
     /* Sorted by destination host: row 0 from sendbuf, the others from `away`. */
     for (int r = 0, c = 0; r < h->nranks; r++) {
         int k = h->host_of[r];
@@ -132,7 +132,8 @@ static chorus_result_t alltoall_hier_leader(prims_t *p, const hier_t *h, const c
             memcpy(away + ((size_t)(i - 1) * M + (size_t)c) * block, from + (size_t)i * block, block);
         c++;
     }
-    for (int i = 1; i < L; i++) CHECK(alltoall_hier_away(p, h, h->local[i], away + (size_t)(i - 1) * M * block, NULL, 1, block));
+    for (int i = 1; i < L; i++)
+        CHECK(alltoall_hier_away(p, h, h->local[i], away + (size_t)(i - 1) * M * block, NULL, 1, block));
     return CHORUS_SUCCESS;
 }
 
@@ -157,7 +158,7 @@ chorus_result_t alltoall_hier(prims_t *p, const coll_args_t *a)
         res = alltoall_hier_leader(p, &h, send, recv, staged, block);
     } else if (res == CHORUS_SUCCESS) {
         res = alltoall_hier_away(p, &h, h.local[0], send, NULL, 0, block);
-        if (res == CHORUS_SUCCESS) res = alltoall_hier_local(p, &h, staged ? staged : send, staged != NULL, recv, block);
+        if (res == CHORUS_SUCCESS) res = alltoall_hier_local(p, &h, send, staged, recv, block);
         if (res == CHORUS_SUCCESS) res = alltoall_hier_away(p, &h, h.local[0], NULL, recv, 0, block);
     }
     hier_free(&h);
