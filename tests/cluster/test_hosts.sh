@@ -6,10 +6,13 @@
 #
 # usage: test_hosts.sh
 
-CLUSTER=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/cluster.sh
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+CLUSTER=$HERE/cluster.sh
 TMP=$(mktemp -d)
 export CHORUS_CLUSTER_NAME=hosts-$$ CHORUS_CLUSTER_STATE=$TMP/state
 OTHER=(env "CHORUS_CLUSTER_NAME=hosts-b-$$" "CHORUS_CLUSTER_STATE=$TMP/state-b")
+# shellcheck source=tests/lib/checks.sh
+. "$HERE/../lib/checks.sh"
 
 teardown() {
     "$CLUSTER" down
@@ -18,27 +21,10 @@ teardown() {
 }
 trap teardown EXIT
 
-passed=0
-failed=0
-current=
-
-check() {
-    local what=$1
-    shift
-    if "$@"; then
-        passed=$((passed + 1))
-    else
-        failed=$((failed + 1))
-        echo "FAIL [$current] $what" >&2
-    fi
-}
 
 in_host() { "$CLUSTER" exec "$@"; }
 all_distinct() { [ "$(printf '%s\n' "$@" | sort -u | wc -l)" -eq $# ]; }
 not() { ! "$@"; }
-quiet() { "$@" >/dev/null; }
-# A process is gone once it has exited, even if its parent has not reaped it yet.
-gone() { [ ! -e "/proc/$1" ] || [ "$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null)" = Z ]; }
 # Does the root namespace hold a link or a named namespace by one of the names the hosts use inside?
 our_names_outside() {
     ip -o link show | grep -qE '^[0-9]+: (vh[0-9]+|chorus0|br0)[@:]' && return 0
@@ -190,5 +176,4 @@ if setpriv --reuid=65534 --regid=65534 --clear-groups test -r "$CLUSTER" 2>/dev/
     check "and says why" grep -q root "$TMP/err"
 fi
 
-echo "$passed checks passed, $failed failed (${SECONDS}s)"
-[ "$failed" = 0 ]
+report

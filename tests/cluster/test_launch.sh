@@ -16,6 +16,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CLUSTER=$HERE/cluster.sh
 TMP=$(mktemp -d)
 export CHORUS_CLUSTER_NAME=launch-test-$$ CHORUS_CLUSTER_STATE=$TMP/state
+# shellcheck source=tests/lib/checks.sh
+. "$HERE/../lib/checks.sh"
 
 teardown() {
     "$CLUSTER" down
@@ -23,21 +25,6 @@ teardown() {
 }
 trap teardown EXIT
 
-passed=0
-failed=0
-current=
-check() {
-    local what=$1
-    shift
-    if "$@"; then
-        passed=$((passed + 1))
-    else
-        failed=$((failed + 1))
-        echo "FAIL [$current] $what" >&2
-    fi
-}
-err_has() { grep -q -- "$1" "$TMP/err"; }
-now_ms() { date +%s%3N; }
 
 # The agent, told which instance to use (a host's environment holds no CHORUS_CLUSTER_ variables).
 AGENT="env CHORUS_CLUSTER_NAME=$CHORUS_CLUSTER_NAME CHORUS_CLUSTER_STATE=$CHORUS_CLUSTER_STATE sh $HERE/agent.sh"
@@ -50,17 +37,6 @@ launch() {
         "$CHORUSRUN" --agent "$AGENT" "$@" >"$TMP/out" 2>"$TMP/err"
     rc=$?
     elapsed_ms=$(($(now_ms) - start))
-}
-
-# True when none of the pids written to $TMP/pid.* still runs.
-ranks_gone() {
-    local f pid
-    for f in "$TMP"/pid.*; do
-        [ -e "$f" ] || continue
-        pid=$(cat "$f")
-        [ -e "/proc/$pid" ] && [ "$(cut -d' ' -f3 "/proc/$pid/stat" 2>/dev/null)" != Z ] && return 1
-    done
-    return 0
 }
 
 "$CLUSTER" up 2 --ttl 180
@@ -141,5 +117,4 @@ rc=$?
 check "an agent that cannot run: status 127 (got $rc)" test "$rc" -eq 127
 check "names it" err_has "cannot run the agent '$TMP/no-such-agent' for rank 0 on chorus-host-1"
 
-echo "$passed checks passed, $failed failed"
-[ "$failed" -eq 0 ]
+report

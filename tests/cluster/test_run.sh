@@ -14,6 +14,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CLUSTER=$HERE/cluster.sh
 TMP=$(mktemp -d)
 export DIR=$TMP CHORUS_CLUSTER_NAME=run-test-$$ CHORUS_CLUSTER_STATE=$TMP/state
+# shellcheck source=tests/lib/checks.sh
+. "$HERE/../lib/checks.sh"
 
 teardown() {
     "$CLUSTER" down
@@ -21,24 +23,7 @@ teardown() {
 }
 trap teardown EXIT
 
-passed=0
-failed=0
-current=
 
-check() {
-    local what=$1
-    shift
-    if "$@"; then
-        passed=$((passed + 1))
-    else
-        failed=$((failed + 1))
-        echo "FAIL [$current] $what" >&2
-    fi
-}
-
-quiet() { "$@" >/dev/null; }
-now_ms() { date +%s%3N; }
-err_has() { grep -q -- "$1" "$TMP/err"; }
 
 # run.sh with stdout and stderr in $TMP/out and $TMP/err; sets $rc and $elapsed_ms.
 run() {
@@ -51,28 +36,6 @@ run() {
 
 # Each rank records its pid, so a test can tell afterwards whether it is gone; exec keeps the pid.
 RECORD='echo $$ >"$DIR/pid.$CHORUS_RANK";'
-
-# True when none of the pids written to $TMP/pid.* still runs (a zombie has stopped running).
-ranks_gone() {
-    local f pid
-    for f in "$TMP"/pid.*; do
-        [ -e "$f" ] || continue
-        pid=$(cat "$f")
-        [ -e "/proc/$pid" ] && [ "$(cut -d' ' -f3 "/proc/$pid/stat" 2>/dev/null)" != Z ] && return 1
-    done
-    return 0
-}
-
-# Wait up to $2 tenths of a second for $1 files $TMP/pid.*.
-wait_pid_files() {
-    local i files
-    for ((i = 0; i < $2; i++)); do
-        files=("$TMP"/pid.*)
-        [ -e "${files[0]}" ] && [ "${#files[@]}" -ge "$1" ] && return 0
-        sleep 0.1
-    done
-    return 1
-}
 
 begin() {
     current=$1
@@ -206,5 +169,4 @@ check "the ranks ran on the hosts" test "$(cat "$TMP/rank.0" "$TMP/rank.1" | tr 
 check "the hosts are gone" test ! -e "$TMP/chorus-cluster-run-$launcher"
 check "the instance that was up is untouched" quiet "$CLUSTER" hosts
 
-echo "$passed checks passed, $failed failed (${SECONDS}s)"
-[ "$failed" = 0 ]
+report

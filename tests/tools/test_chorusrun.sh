@@ -11,23 +11,8 @@
 CHORUSRUN=${1:?usage: test_chorusrun.sh PATH_TO_CHORUSRUN}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-
-passed=0
-failed=0
-current=
-
-check() {
-    local what=$1
-    shift
-    if "$@"; then
-        passed=$((passed + 1))
-    else
-        failed=$((failed + 1))
-        echo "FAIL [$current] $what" >&2
-    fi
-}
-
-now_ms() { date +%s%3N; }
+# shellcheck source=tests/lib/checks.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/checks.sh"
 
 # Run chorusrun with stdout and stderr in $TMP/out and $TMP/err; sets $rc and $elapsed_ms.
 run() {
@@ -38,29 +23,7 @@ run() {
     elapsed_ms=$(($(now_ms) - start))
 }
 
-err_has() { grep -q -- "$1" "$TMP/err"; }
 err_count() { grep -c -- "$1" "$TMP/err"; }
-
-# True when none of the pids written to $TMP/pid.* still exists.
-ranks_gone() {
-    local f
-    for f in "$TMP"/pid.*; do
-        [ -e "$f" ] || continue
-        kill -0 "$(cat "$f")" 2>/dev/null && return 1
-    done
-    return 0
-}
-
-# Wait up to $2 tenths of a second for $1 files $TMP/pid.*.
-wait_pid_files() {
-    local i files
-    for ((i = 0; i < $2; i++)); do
-        files=("$TMP"/pid.*)
-        [ -e "${files[0]}" ] && [ "${#files[@]}" -ge "$1" ] && return 0
-        sleep 0.1
-    done
-    return 1
-}
 
 # Each rank records its pid, so a test can tell afterwards whether it is gone; exec keeps the pid.
 RECORD='echo $$ >"$DIR/pid.$CHORUS_RANK";'
@@ -175,5 +138,4 @@ run --version
 check "--version exits 0" test "$rc" -eq 0
 check "--version prints a version" grep -Eq '^chorusrun .*[0-9]+\.[0-9]+\.[0-9]+$' "$TMP/out"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+report
