@@ -58,8 +58,10 @@ chorus_result_t prims_chain_copy(prims_t *p, int recv_peer, int send_peer, const
 chorus_result_t prims_chain_reduce(prims_t *p, int recv_peer, int send_peer, const void *local, void *dst,
                                    size_t bytes, const prims_reduce_t *red);
 
-/* One tree of prims_trees(), as this rank sees it. A tree spans at least two ranks; every rank describes
- * the same trees in the same order. */
+/* One tree of prims_trees(), as this rank sees it. A tree spans at least two ranks. The messages between
+ * two ranks go in the order of the trees they both list, so two ranks must list the trees they share in
+ * the same order: every rank listing the same trees in the same order is one way; a rank lists only the
+ * trees it is part of. */
 typedef struct prims_tree {
     int parent;          /* -1: this rank is the root */
     int nchildren;

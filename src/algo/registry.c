@@ -53,6 +53,7 @@ static const algo_desc_t algo_table[] = {
     {COLL_ALLTOALL, "pairwise", alltoall_pairwise, 0, alltoall_pairwise_cost},
     {COLL_ALLTOALL, "bruck", alltoall_bruck, 0, alltoall_bruck_cost},
     {COLL_ALLTOALL, "ring", alltoall_ring, 0, alltoall_ring_cost},
+    {COLL_ALLTOALL, "mesh", alltoall_mesh, 0, alltoall_mesh_cost},
     {COLL_ALLTOALL, "direct", alltoall_direct, ALGO_NEEDS_DIRECT, alltoall_direct_cost},
     {COLL_ALLTOALL, "cma", alltoall_cma, ALGO_NEEDS_DIRECT | ALGO_NEEDS_SINGLE_COPY, alltoall_cma_cost},
     {COLL_ALLTOALL, "hier", alltoall_hier, ALGO_NEEDS_HOSTS, alltoall_hier_cost},
