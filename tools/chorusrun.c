@@ -417,10 +417,10 @@ static void launch(launcher_t *l, char *const *argv, const char *id_text, const 
 /* ---- Across hosts ---- */
 
 /* Slots by host name, then in order: each host's slots together, so that local ranks can be counted. */
-static const launcher_t *slots_sorting;
-static int slot_cmp(const void *a, const void *b)
+static int slot_cmp(const void *a, const void *b, void *launcher)
 {
-    int x = *(const int *)a, y = *(const int *)b, c = strcmp(slots_sorting->hosts[x], slots_sorting->hosts[y]);
+    const launcher_t *l = launcher;
+    int x = *(const int *)a, y = *(const int *)b, c = strcmp(l->hosts[x], l->hosts[y]);
     return c ? c : (x > y) - (x < y);
 }
 
@@ -431,8 +431,7 @@ static int slots_number(launcher_t *l)
     int *order = malloc((size_t)l->nslots * sizeof *order);
     if (!order) return 0;
     for (int i = 0; i < l->nslots; i++) order[i] = i;
-    slots_sorting = l;
-    qsort(order, (size_t)l->nslots, sizeof *order, slot_cmp);
+    qsort_r(order, (size_t)l->nslots, sizeof *order, slot_cmp, l);
     for (int i = 0; i < l->nslots; i++)
         l->local_ranks[order[i]] =
             i > 0 && strcmp(l->hosts[order[i]], l->hosts[order[i - 1]]) == 0 ? l->local_ranks[order[i - 1]] + 1 : 0;
