@@ -229,6 +229,7 @@ chorus_result_t alltoall_direct(prims_t *p, const coll_args_t *a);
 chorus_result_t alltoall_cma(prims_t *p, const coll_args_t *a);
 chorus_result_t alltoall_hier(prims_t *p, const coll_args_t *a);
 chorus_result_t alltoall_mesh(prims_t *p, const coll_args_t *a);
+chorus_result_t alltoall_hier2d(prims_t *p, const coll_args_t *a);
 chorus_result_t barrier_dissemination(prims_t *p, const coll_args_t *a);
 chorus_result_t barrier_direct(prims_t *p, const coll_args_t *a);
 
@@ -274,6 +275,7 @@ algo_cost_t alltoall_direct_cost(const algo_shape_t *s);
 algo_cost_t alltoall_cma_cost(const algo_shape_t *s);
 algo_cost_t alltoall_hier_cost(const algo_shape_t *s);
 algo_cost_t alltoall_mesh_cost(const algo_shape_t *s);
+algo_cost_t alltoall_hier2d_cost(const algo_shape_t *s);
 algo_cost_t barrier_dissemination_cost(const algo_shape_t *s);
 algo_cost_t barrier_direct_cost(const algo_shape_t *s);
 

@@ -57,6 +57,7 @@ static const algo_desc_t algo_table[] = {
     {COLL_ALLTOALL, "direct", alltoall_direct, ALGO_NEEDS_DIRECT, alltoall_direct_cost},
     {COLL_ALLTOALL, "cma", alltoall_cma, ALGO_NEEDS_DIRECT | ALGO_NEEDS_SINGLE_COPY, alltoall_cma_cost},
     {COLL_ALLTOALL, "hier", alltoall_hier, ALGO_NEEDS_HOSTS, alltoall_hier_cost},
+    {COLL_ALLTOALL, "hier2d", alltoall_hier2d, ALGO_NEEDS_EVEN_HOSTS, alltoall_hier2d_cost},
     {COLL_BARRIER, "dissemination", barrier_dissemination, 0, barrier_dissemination_cost},
     {COLL_BARRIER, "direct", barrier_direct, ALGO_NEEDS_DIRECT, barrier_direct_cost},
 };
