@@ -222,6 +222,9 @@ chorus_result_t reduce_rabenseifner(prims_t *p, const coll_args_t *a);
 chorus_result_t reduce_direct(prims_t *p, const coll_args_t *a);
 chorus_result_t reduce_oneshot(prims_t *p, const coll_args_t *a);
 chorus_result_t reduce_hier(prims_t *p, const coll_args_t *a);
+/* The blocks the pairwise and mesh AllToAlls send: sendbuf, its own block copied to recvbuf; in place, a
+ * copy of the input in scratch slot 1 (the own block is already where it belongs). */
+chorus_result_t alltoall_source(prims_t *p, const coll_args_t *a, const char **send_p);
 chorus_result_t alltoall_pairwise(prims_t *p, const coll_args_t *a);
 chorus_result_t alltoall_bruck(prims_t *p, const coll_args_t *a);
 chorus_result_t alltoall_ring(prims_t *p, const coll_args_t *a);
@@ -274,7 +277,6 @@ algo_cost_t alltoall_ring_cost(const algo_shape_t *s);
 algo_cost_t alltoall_direct_cost(const algo_shape_t *s);
 algo_cost_t alltoall_cma_cost(const algo_shape_t *s);
 algo_cost_t alltoall_hier_cost(const algo_shape_t *s);
-algo_cost_t alltoall_mesh_cost(const algo_shape_t *s);
 algo_cost_t alltoall_hier2d_cost(const algo_shape_t *s);
 algo_cost_t barrier_dissemination_cost(const algo_shape_t *s);
 algo_cost_t barrier_direct_cost(const algo_shape_t *s);

@@ -7,27 +7,20 @@
  *
  * Steps: 1 (p - 1 concurrent messages each way per rank). Bytes sent per rank: (p - 1)/p * n (n = p *
  * count elements). Copied: n/p, the own block (in place: n, the scratch copy). Restrictions: none.
+ * Priced as pairwise (the same messages; a rank's link serialises them).
  */
 #include <stdlib.h>
 
 #include "algo/algo.h"
-#include "util/copy.h"
 #include "util/util.h"
 
 chorus_result_t alltoall_mesh(prims_t *p, const coll_args_t *a)
 {
     int rank = prims_rank(p), n = prims_nranks(p);
     size_t block = a->count * dtype_size(a->dtype);
-    const char *send = a->sendbuf;
+    const char *send;
     char *recv = a->recvbuf;
-    if (send == recv) {
-        void *copy;
-        CHECK(prims_scratch(p, 1, block * (size_t)n, &copy));
-        copy_bytes(copy, send, block * (size_t)n);
-        send = copy;
-    } else {
-        copy_out(recv + (size_t)rank * block, send + (size_t)rank * block, block);
-    }
+    CHECK(alltoall_source(p, a, &send));
     /* Per peer, a tree rooted here that sends it its block and one rooted there that brings its block
      * here: each of this rank's lanes (a peer and a direction) carries one tree's messages, so the two
      * sides of a lane agree on their order whatever order the trees are listed in. */
@@ -49,14 +42,4 @@ chorus_result_t alltoall_mesh(prims_t *p, const coll_args_t *a)
     free(t);
     free(peers);
     return res;
-}
-
-/* The terms of the comment above, for the cost model (algo.h). */
-algo_cost_t alltoall_mesh_cost(const algo_shape_t *s)
-{
-    int p = s->p;
-    double n = s->n;
-    /* As the mesh AllGather: a rank's link serialises its p - 1 messages. */
-    return (algo_cost_t){.link = ALGO_LINK_NET, .steps = p - 1.0, .bytes = (p - 1.0) / p * n, .copied = n / p,
-                         .streamed = algo_streamed(n / p)};
 }

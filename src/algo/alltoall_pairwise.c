@@ -11,20 +11,29 @@
 #include "util/copy.h"
 #include "util/util.h"
 
+chorus_result_t alltoall_source(prims_t *p, const coll_args_t *a, const char **send_p)
+{
+    int rank = prims_rank(p), n = prims_nranks(p);
+    size_t block = a->count * dtype_size(a->dtype);
+    *send_p = a->sendbuf;
+    if (a->sendbuf == a->recvbuf) {
+        void *copy;
+        CHECK(prims_scratch(p, 1, block * (size_t)n, &copy));
+        copy_bytes(copy, a->sendbuf, block * (size_t)n);
+        *send_p = copy;
+    } else {
+        copy_out((char *)a->recvbuf + (size_t)rank * block, (const char *)a->sendbuf + (size_t)rank * block, block);
+    }
+    return CHORUS_SUCCESS;
+}
+
 chorus_result_t alltoall_pairwise(prims_t *p, const coll_args_t *a)
 {
     int rank = prims_rank(p), n = prims_nranks(p);
     size_t block = a->count * dtype_size(a->dtype);
-    const char *send = a->sendbuf;
+    const char *send;
     char *recv = a->recvbuf;
-    if (send == recv) {
-        void *copy;
-        CHECK(prims_scratch(p, 1, block * (size_t)n, &copy));
-        copy_bytes(copy, send, block * (size_t)n);
-        send = copy;
-    } else {
-        copy_out(recv + (size_t)rank * block, send + (size_t)rank * block, block);
-    }
+    CHECK(alltoall_source(p, a, &send));
     for (int s = 1; s < n; s++) {
         int to, from;
         plan_pairwise(rank, n, s, &to, &from);

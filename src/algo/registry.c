@@ -53,7 +53,7 @@ static const algo_desc_t algo_table[] = {
     {COLL_ALLTOALL, "pairwise", alltoall_pairwise, 0, alltoall_pairwise_cost},
     {COLL_ALLTOALL, "bruck", alltoall_bruck, 0, alltoall_bruck_cost},
     {COLL_ALLTOALL, "ring", alltoall_ring, 0, alltoall_ring_cost},
-    {COLL_ALLTOALL, "mesh", alltoall_mesh, 0, alltoall_mesh_cost},
+    {COLL_ALLTOALL, "mesh", alltoall_mesh, 0, alltoall_pairwise_cost}, /* as pairwise: see its file */
     {COLL_ALLTOALL, "direct", alltoall_direct, ALGO_NEEDS_DIRECT, alltoall_direct_cost},
     {COLL_ALLTOALL, "cma", alltoall_cma, ALGO_NEEDS_DIRECT | ALGO_NEEDS_SINGLE_COPY, alltoall_cma_cost},
     {COLL_ALLTOALL, "hier", alltoall_hier, ALGO_NEEDS_HOSTS, alltoall_hier_cost},
@@ -181,8 +181,10 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * between the hosts for a flat algorithm's L x L (0.4 to 0.9 of the faster of Bruck's and pairwise's
  * time on 2 x 2 and 2 x 4 over 1 Gbit/s links, and on 2 x 2 unshaped but at 64 B; on 3 hosts Bruck's log
  * p steps were ahead from 1 or 4 KiB; from 64 KiB level with pairwise over 1 Gbit/s links and 1.7 to 2.5
- * times its time unshaped, where the leader's trip through shared memory binds) (docs/algorithms.md,
- * "Across hosts"). */
+ * times its time unshaped, where the leader's trip through shared memory binds). No rule takes the
+ * two-dimensional AllToAll (level with hier over 1 Gbit/s links, behind the flat ones unshaped, where each
+ * emulated host's one core makes its copies) nor the mesh AllToAll (mixed against pairwise) (docs/
+ * algorithms.md, "Across hosts"). */
 #define RULE(c, n, ...) {.coll = c, .name = n, __VA_ARGS__}
 static const struct algo_rule {
     coll_kind_t coll;
