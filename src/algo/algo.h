@@ -135,6 +135,7 @@ typedef struct algo_caps {
     int oversubscribed;
     int hosts;    /* hosts the ranks are on */
     int per_host; /* ranks on the busiest host */
+    int hosts_consecutive; /* each host's ranks are consecutive (host by host, not dealt in turn) */
 } algo_caps_t;
 
 /* CHORUS_ALGO, parsed once per communicator: the registry entries calls may use (bit i: entry i). */

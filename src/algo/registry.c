@@ -191,6 +191,7 @@ static const struct algo_rule {
     const char *name;
     int min_ranks, max_ranks;
     int max_hosts; /* bound on the hosts the ranks are on (algo_caps_t) */
+    int consecutive; /* 1: only where each host's ranks are consecutive (algo_caps_t) */
     size_t min_bytes, max_bytes;
     size_t max_total; /* bound on n * p */
     int oversubscribed; /* 1: only where ranks outnumber the busiest host's cores */
@@ -225,12 +226,14 @@ static const struct algo_rule {
     RULE(COLL_ALLGATHER, "cma", .max_ranks = 2, .min_bytes = 64 << 10, .single_copy_saves = 1),
     RULE(COLL_ALLGATHER, "direct", .max_bytes = 64 << 10),
     RULE(COLL_ALLGATHER, "direct,ring,cma", .max_ranks = 2, .min_bytes = 128 << 10),
+    RULE(COLL_ALLGATHER, "hier", .min_bytes = 4 << 10, .consecutive = 1),
     RULE(COLL_ALLGATHER, "hier", .min_bytes = 256 << 10),
     RULE(COLL_ALLGATHER, "rd", .max_bytes = 16 << 10, .oversubscribed = 1, .pow2 = 1),
     RULE(COLL_ALLGATHER, "bruck", .max_bytes = 64 << 10),
     RULE(COLL_ALLGATHER, "mesh", .min_bytes = 2 << 20, .max_bytes = 16 << 20, .oversubscribed = 1),
     RULE(COLL_ALLGATHER, "ring"),
     RULE(COLL_REDUCE_SCATTER, "direct"),
+    RULE(COLL_REDUCE_SCATTER, "hier", .min_bytes = 4 << 10, .consecutive = 1),
     RULE(COLL_REDUCE_SCATTER, "hier", .min_bytes = 256 << 10),
     RULE(COLL_REDUCE_SCATTER, "rhd", .max_bytes = 64 << 10),
     RULE(COLL_REDUCE_SCATTER, "mesh", .min_bytes = 2 << 20, .oversubscribed = 1),
@@ -276,7 +279,7 @@ static int rule_fits(const struct algo_rule *r, coll_kind_t coll, size_t bytes, 
 {
     size_t total, nranks = (size_t)caps->nranks;
     return r->coll == coll && caps->nranks >= r->min_ranks && (!r->max_ranks || caps->nranks <= r->max_ranks) &&
-           (!r->max_hosts || caps->hosts <= r->max_hosts) &&
+           (!r->max_hosts || caps->hosts <= r->max_hosts) && (!r->consecutive || caps->hosts_consecutive) &&
            bytes >= r->min_bytes && (!r->in_place || (r->in_place > 0) == !!in_place) &&
            (!r->single_copy_fast || caps->single_copy_fast) && (!r->single_copy_saves || caps->single_copy_saves) &&
            (!r->oversubscribed || caps->oversubscribed) &&

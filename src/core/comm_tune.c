@@ -43,6 +43,9 @@ chorus_result_t comm_tune_init(chorus_comm_t comm, int ranks_per_host, int partn
                                       .per_host = ranks_per_host},
                              .chunk = (double)comm->params.chunk_size,
                              .slot = (double)prims_direct_bytes(p)};
+    int runs = 1; /* runs of consecutive ranks on one host */
+    for (int r = 1; r < comm->nranks; r++) runs += comm->host_of[r] != comm->host_of[r - 1];
+    ts->comm.caps.hosts_consecutive = runs == comm->nhosts;
     tune_comm_set_cores(&ts->comm, cores);
     /* Rank 0 reads the tuning file, and its parameters, rules and mode hold for all. */
     tune_params_builtin(&ts->file.params);

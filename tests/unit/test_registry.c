@@ -591,6 +591,31 @@ static void check_hosts(void)
                         big ? "4 MiB" : "16 B", d ? d->name : "none", want);
         }
     }
+    /* Where each host's ranks are consecutive, AllGather and ReduceScatter take hier from 4 KiB (the whole
+     * buffer); where they are dealt in turn, from 256 KiB. */
+    static const struct {
+        coll_kind_t coll;
+        int consecutive;
+        size_t count; /* per rank, bytes: 4 ranks make the whole buffer */
+        const char *want;
+    } placed[] = {
+        {COLL_ALLGATHER, 1, 256, "bruck"},     {COLL_ALLGATHER, 1, 1024, "hier"},
+        {COLL_ALLGATHER, 0, 1024, "bruck"},    {COLL_ALLGATHER, 0, 64 << 10, "hier"},
+        {COLL_REDUCE_SCATTER, 1, 256, "rhd"},  {COLL_REDUCE_SCATTER, 1, 1024, "hier"},
+        {COLL_REDUCE_SCATTER, 0, 1024, "rhd"}, {COLL_REDUCE_SCATTER, 0, 64 << 10, "hier"},
+    };
+    for (size_t k = 0; k < sizeof(placed) / sizeof(placed[0]); k++) {
+        tune_state_t ts;
+        state_for(&ts, 4, 0, 64);
+        ts.comm.caps.hosts = 2;
+        ts.comm.caps.per_host = 2;
+        ts.comm.caps.hosts_consecutive = placed[k].consecutive;
+        coll_args_t a = {placed[k].coll, NULL, NULL, placed[k].count, chorus_uint8, chorus_sum, 0};
+        const algo_desc_t *d = tune_select(&ts, &a, &cfg);
+        TEST_ASSERT(d && strcmp(d->name, placed[k].want) == 0, "%s of %zu bytes a rank, 2 hosts of 2, %s: %s, not %s",
+                    coll_name(placed[k].coll), placed[k].count, placed[k].consecutive ? "host by host" : "in turn",
+                    d ? d->name : "none", placed[k].want);
+    }
 }
 
 int main(void)
