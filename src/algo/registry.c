@@ -173,8 +173,10 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * 2 and 2 x 3, 0.66 to 0.89 of its time unshaped on 2 x 2, where it was the only one ahead of the flat
  * ring and rhd; below 1 MiB the two swapped places from run to run); AllGather and
  * ReduceScatter from 256 KiB (0.65 to 0.69 of the ring's time on 2 hosts of 2 ranks from 1 MiB, 0.76 to
- * 0.93 on 3, level with Bruck's and rhd where ranks are dealt to hosts in turn; below 256 KiB Bruck's and
- * rhd were ahead on 3 hosts); Broadcast and Reduce at every size up to 8 ranks, and from 64 KiB beyond
+ * 0.93 on 3, level with Bruck's and rhd where ranks are dealt to hosts in turn), and from 4 KiB where each
+ * host's ranks are consecutive (with the links' token buckets drained, 200 calls: over 1 Gbit/s links 0.5
+ * to 0.8 of the best flat one's time on 2 x 2 from 4 KiB, 0.8 on 3 x 2 from 16 KiB; unshaped 0.7 to 1.0 on
+ * 2 x 2, mixed on 3 x 2; dealt in turn Bruck's was ahead below 64 KiB, by 1.1 to 1.6); Broadcast and Reduce at every size up to 8 ranks, and from 64 KiB beyond
  * (their host-by-host chain is the flat chain where each host's ranks are consecutive, and took half its
  * time where ranks are dealt to hosts in turn; above 8 ranks the chain's latency is left to the binomial
  * tree's log p, unmeasured); AllToAll up to 16 KiB on two hosts, where its leaders send one message
