@@ -41,6 +41,11 @@ chorus_result_t alltoall_hier2d(prims_t *p, const coll_args_t *a)
     hier_t h;
     CHECK(hier_init(p, &h));
     int H = h.nhosts, L = h.nlocal, hm = h.host, im = h.pos;
+    for (int k = 0; k < H; k++)
+        if (h.start[k + 1] - h.start[k] != L) { /* the registry offers it only where every host has L ranks */
+            hier_free(&h);
+            return CHORUS_ERR_INTERNAL;
+        }
     /* gather[i][k]: from (hm, i) for (k, im); pack: a message's blocks (H for phase 1, L for phase 2); stage:
      * phase 2's received blocks where the sending host's ranks are not consecutive. */
     char *gather, *pack;
