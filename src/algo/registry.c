@@ -176,17 +176,17 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * 0.93 on 3, level with Bruck's and rhd where ranks are dealt to hosts in turn), and from 4 KiB where each
  * host's ranks are consecutive (with the links' token buckets drained, 200 calls: over 1 Gbit/s links 0.5
  * to 0.8 of the best flat one's time on 2 x 2 from 4 KiB, 0.8 on 3 x 2 from 16 KiB; unshaped 0.7 to 1.0 on
- * 2 x 2, mixed on 3 x 2; dealt in turn Bruck's was ahead below 64 KiB, by 1.1 to 1.6); Broadcast and Reduce at every size up to 8 ranks, and from 64 KiB beyond
- * (their host-by-host chain is the flat chain where each host's ranks are consecutive, and took half its
- * time where ranks are dealt to hosts in turn; above 8 ranks the chain's latency is left to the binomial
- * tree's log p, unmeasured); AllToAll up to 16 KiB on two hosts, where its leaders send one message
- * between the hosts for a flat algorithm's L x L (0.4 to 0.9 of the faster of Bruck's and pairwise's
- * time on 2 x 2 and 2 x 4 over 1 Gbit/s links, and on 2 x 2 unshaped but at 64 B; on 3 hosts Bruck's log
- * p steps were ahead from 1 or 4 KiB; from 64 KiB level with pairwise over 1 Gbit/s links and 1.7 to 2.5
- * times its time unshaped, where the leader's trip through shared memory binds). No rule takes the
- * two-dimensional AllToAll (level with hier over 1 Gbit/s links, behind the flat ones unshaped, where each
- * emulated host's one core makes its copies) nor the mesh AllToAll (mixed against pairwise) (docs/
- * algorithms.md, "Across hosts"). */
+ * 2 x 2, mixed on 3 x 2; dealt in turn Bruck's was ahead below 64 KiB, by 1.1 to 1.6); Broadcast and
+ * Reduce at every size up to 8 ranks, and from 64 KiB beyond (their host-by-host chain is the flat chain
+ * where each host's ranks are consecutive, and took half its time where ranks are dealt to hosts in turn;
+ * above 8 ranks the chain's latency is left to the binomial tree's log p, unmeasured); AllToAll up to 16
+ * KiB on two hosts, where its leaders send one message between the hosts for a flat algorithm's L x L
+ * (0.4 to 0.9 of the faster of Bruck's and pairwise's time on 2 x 2 and 2 x 4 over 1 Gbit/s links, and on
+ * 2 x 2 unshaped but at 64 B; on 3 hosts Bruck's log p steps were ahead from 1 or 4 KiB; from 64 KiB level
+ * with pairwise over 1 Gbit/s links and 1.7 to 2.5 times its time unshaped, where the leader's trip through
+ * shared memory binds). No rule takes the two-dimensional AllToAll (level with hier over 1 Gbit/s links,
+ * behind the flat ones unshaped, where each emulated host's one core makes its copies) nor the mesh
+ * AllToAll (mixed against pairwise) (docs/algorithms.md, "Across hosts"). */
 #define RULE(c, n, ...) {.coll = c, .name = n, __VA_ARGS__}
 static const struct algo_rule {
     coll_kind_t coll;
