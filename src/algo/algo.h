@@ -86,6 +86,11 @@ typedef struct algo_cost {
      * Broadcast's root, whose copies in and out can outlast its readers' reads): the call takes the
      * longer of the two, that rank's steps included. */
     double beside_copied;
+    /* Hierarchical algorithms, two levels: the terms above are the level among the hosts, these the one
+     * inside each host (chains, gathers to and from the leader, exchanges between a host's ranks) over
+     * the host's own connections, priced at that link's figures (shared memory, measured at init with a
+     * rank of rank 0's host): steps, bytes as an exchange, bytes one way. */
+    double inside_steps, inside_bytes, inside_oneway;
 } algo_cost_t;
 
 typedef algo_cost_t (*algo_cost_fn)(const algo_shape_t *s);

@@ -72,7 +72,10 @@ chorus_result_t allgather_hier(prims_t *p, const coll_args_t *a)
 algo_cost_t allgather_hier_cost(const algo_shape_t *s)
 {
     double n = s->n, k = algo_pieces(n, s->chunk), h = CHORUS_MAX(s->hosts, 1), l = CHORUS_MAX(s->per_host, 1);
-    double local = l > 1 ? 2 * n + 2 * (l - 1) / s->p * n : 0;
-    return (algo_cost_t){.link = ALGO_LINK_NET, .steps = (l - 1) + (h - 1) + (l > 1 ? l - 1 + k - 1 : 0),
-                         .bytes = (h - 1) / h * n, .copied = local + n / s->p, .streamed = algo_streamed(n / s->p)};
+    /* By level: the leaders' exchanges; inside each host the gather into the leader
+     * (one way) and the chain down (an exchange for a middle rank, one way for a chain of two). */
+    return (algo_cost_t){.link = ALGO_LINK_NET, .steps = h - 1, .bytes = (h - 1) / h * n, .copied = n / s->p,
+                         .streamed = algo_streamed(n / s->p),
+                         .inside_steps = l > 1 ? (l - 1) + (l - 1 + k - 1) : 0, .inside_bytes = l > 2 ? n : 0,
+                         .inside_oneway = (l - 1) / s->p * n + (l == 2 ? n : 0)};
 }

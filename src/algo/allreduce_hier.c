@@ -47,13 +47,15 @@ chorus_result_t allreduce_hier(prims_t *p, const coll_args_t *a)
     return res;
 }
 
-/* The terms of the comment above, for the cost model (algo.h). The chains' bytes go through shared memory,
- * priced as the two copies a connection there makes of each byte; the steps all at the link's latency. */
+/* The terms of the comment above, for the cost model (algo.h), by level: the leaders' ring among the hosts,
+ * and the two chains inside each host (a middle rank receives and sends at once, as
+ * an exchange; a chain of two ranks is one way), whose reductions every rank makes. */
 algo_cost_t allreduce_hier_cost(const algo_shape_t *s)
 {
     double n = s->n, k = algo_pieces(n, s->chunk), h = CHORUS_MAX(s->hosts, 1), l = CHORUS_MAX(s->per_host, 1);
-    double chain_steps = l > 1 ? l - 1 + k - 1 : 0;
-    return (algo_cost_t){.link = ALGO_LINK_NET, .steps = 2 * chain_steps + 2 * (h - 1),
-                         .bytes = 2 * (h - 1) / h * n, .copied = l > 1 ? 4 * n : 0,
-                         .reduced = (l > 1 ? n : 0) + (h - 1) / h * n};
+    double chains = l > 1 ? 2 * n : 0;
+    return (algo_cost_t){.link = ALGO_LINK_NET, .steps = 2 * (h - 1), .bytes = 2 * (h - 1) / h * n,
+                         .reduced = (l > 1 ? n : 0) + (h - 1) / h * n,
+                         .inside_steps = l > 1 ? 2 * (l - 1 + k - 1) : 0, .inside_bytes = l > 2 ? chains : 0,
+                         .inside_oneway = l == 2 ? chains : 0};
 }

@@ -64,6 +64,8 @@ chorus_result_t allreduce_hier2d(prims_t *p, const coll_args_t *a)
 algo_cost_t allreduce_hier2d_cost(const algo_shape_t *s)
 {
     double n = s->n, h = CHORUS_MAX(s->hosts, 1), l = CHORUS_MAX(s->per_host, 1);
-    return (algo_cost_t){.link = ALGO_LINK_NET, .steps = 2 * (l - 1) + 2 * (h - 1), .bytes = 2 * (h - 1) / h * n / l,
-                         .copied = 2 * 2 * (l - 1) / l * n, .reduced = (l - 1) / l * n + (h - 1) / h * n / l};
+    /* By level: every rank works in both (no leaders). */
+    return (algo_cost_t){.link = ALGO_LINK_NET, .steps = 2 * (h - 1), .bytes = 2 * (h - 1) / h * n / l,
+                         .reduced = (l - 1) / l * n + (h - 1) / h * n / l, .inside_steps = 2 * (l - 1),
+                         .inside_bytes = 2 * (l - 1) / l * n};
 }

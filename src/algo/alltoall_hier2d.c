@@ -86,6 +86,8 @@ out:
 algo_cost_t alltoall_hier2d_cost(const algo_shape_t *s)
 {
     double n = s->n, l = CHORUS_MAX(s->per_host, 1), h = CHORUS_MAX(s->hosts, 1);
-    return (algo_cost_t){.link = ALGO_LINK_NET, .steps = (l - 1) + (h - 1), .bytes = (h - 1) / h * n,
-                         .copied = 3 * (l - 1) / l * n + n / l + n / h + (h - 1) / h * n};
+    /* By level: every rank works in both (no leaders). */
+    return (algo_cost_t){.link = ALGO_LINK_NET, .steps = h - 1, .bytes = (h - 1) / h * n,
+                         .copied = (l - 1) / l * n + n / l + n / h + (h - 1) / h * n, .inside_steps = l - 1,
+                         .inside_bytes = (l - 1) / l * n};
 }

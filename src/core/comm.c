@@ -165,21 +165,29 @@ static void comm_decide_yield(chorus_comm_t comm, const bootstrap_t *bs)
              comm->engine.yield ? "yield" : "spin");
 }
 
-/* What the cost model needs of the layout: the most ranks any host has, and the rank rank 0 measures its
- * link with (the first rank on another host, else rank 1). */
+/* What the cost model needs of the layout: the most ranks any host has, the rank rank 0 measures its
+ * link with (the first rank on another host, else rank 1), and across hosts the one it measures its own
+ * host's link with (the next rank on its host), with whether the two share memory (both know: they set
+ * up their connection together). */
 static chorus_result_t comm_setup_tuning(chorus_comm_t comm)
 {
     int *count = calloc((size_t)comm->nhosts, sizeof(int));
     if (!count) return comm_error(comm, CHORUS_ERR_NO_MEMORY, "init: out of memory");
-    int most = 0, partner = comm->nranks > 1 ? 1 : 0;
+    int most = 0, partner = comm->nranks > 1 ? 1 : 0, inside = -1;
     for (int i = comm->nranks - 1; i >= 0; i--) {
         int h = comm->host_of[i];
         count[h]++;
         most = CHORUS_MAX(most, count[h]);
         if (h == 1) partner = i; /* host 1's lowest rank, last seen going down */
+        if (i > 0 && h == comm->host_of[0] && comm->nhosts > 1) inside = i;
     }
     free(count);
-    return comm_tune_init(comm, most, partner, comm_cpus());
+    int shm = 1;
+    if (inside >= 0 && (comm->rank == 0 || comm->rank == inside)) {
+        const transport_conn_t *conn = comm->conns[comm->rank == 0 ? inside : 0];
+        shm = conn && strcmp(conn->ops->name, "shm") == 0;
+    }
+    return comm_tune_init(comm, most, partner, shm ? inside : -1, shm, comm_cpus());
 }
 
 /* The transport to one peer: shared memory when it shares this host (and CHORUS_TRANSPORT allows), proven

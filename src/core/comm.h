@@ -90,8 +90,10 @@ chorus_result_t comm_op_begin(chorus_comm_t comm);
 chorus_result_t comm_op_end(chorus_comm_t comm, chorus_result_t res);
 
 /* The tuning state, once the connections and the host arena are up (comm_tune.c). cores: of this host;
- * partner: the rank rank 0 measures its link with. */
-chorus_result_t comm_tune_init(chorus_comm_t comm, int ranks_per_host, int partner, int cores);
+ * partner: the rank rank 0 measures its link with; inside_partner: across hosts, the one it measures its
+ * own host's link with (-1: none); inside_shm: that link is shared memory (as rank 0 sees it). */
+chorus_result_t comm_tune_init(chorus_comm_t comm, int ranks_per_host, int partner, int inside_partner,
+                               int inside_shm, int cores);
 
 /* Record the detail of a failure (printf-style) and return res, for one-line error returns. */
 chorus_result_t comm_error(chorus_comm_t comm, chorus_result_t res, const char *fmt, ...)

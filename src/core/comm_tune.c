@@ -22,7 +22,8 @@ static void comm_tune_prims(chorus_comm_t comm)
     p->deadline_ns = comm->init_deadline_ns ? comm->init_deadline_ns : time_deadline_ms(comm->params.connect_timeout);
 }
 
-chorus_result_t comm_tune_init(chorus_comm_t comm, int ranks_per_host, int partner, int cores)
+chorus_result_t comm_tune_init(chorus_comm_t comm, int ranks_per_host, int partner, int inside_partner,
+                               int inside_shm, int cores)
 {
     tune_state_t *ts = &comm->tune;
     const char *mode = comm->params.tuning;
@@ -36,6 +37,7 @@ chorus_result_t comm_tune_init(chorus_comm_t comm, int ranks_per_host, int partn
     ts->comm = (tune_comm_t){.nranks = comm->nranks,
                              .ranks_per_host = ranks_per_host,
                              .net = comm->nhosts > 1 || comm->ntcp > 0 ? TUNE_LINK_TCP : TUNE_LINK_SHM,
+                             .inside = inside_shm ? TUNE_LINK_SHM : TUNE_LINK_TCP,
                              .caps = {.nranks = comm->nranks,
                                       .direct = prims_direct_bytes(p) > 0,
                                       .single_copy = prims_direct_single_copy(p),
@@ -53,6 +55,7 @@ chorus_result_t comm_tune_init(chorus_comm_t comm, int ranks_per_host, int partn
     if (comm->rank == 0 && comm->params.tuning_file[0])
         (void)tune_file_read(comm->params.tuning_file, &ts->file, comm->last_error, COMM_ERROR_BYTES);
     ts->partner = partner;
+    ts->inside_partner = inside_partner;
     comm_tune_prims(comm);
     chorus_result_t res = tune_setup(p, ts, comm->params.tune_calibrate != 0, comm->last_error, COMM_ERROR_BYTES);
     if (res != CHORUS_SUCCESS) return res;

@@ -70,17 +70,20 @@ static chorus_result_t tune_transfer(prims_t *p, int partner, char *buf, size_t 
     return CHORUS_SUCCESS;
 }
 
-/* alpha, and beta of the exchange and of one way, in the cache regime and (thorough) the memory one. */
-static chorus_result_t tune_measure_link(prims_t *p, tune_state_t *ts, const tune_effort_t *e, char *scratch)
+/* alpha, and beta of the exchange and of one way, of rank 0's link with partner, in the cache regime and
+ * (thorough) the memory one. pair_share: what the two ranks' sharing of their host's cores adds to their
+ * times (2 where they share one core), which the model applies itself (tune_share). */
+static chorus_result_t tune_measure_link(prims_t *p, tune_state_t *ts, const tune_effort_t *e, char *scratch,
+                                         int partner, tune_link_t link, double pair_share)
 {
-    int me = prims_rank(p), partner = ts->partner;
+    int me = prims_rank(p);
     if (me != 0 && me != partner) return CHORUS_SUCCESS;
     char *buf = e->memory_trips ? tune_alloc(2 * (size_t)TUNE_MEMORY_BYTES) : scratch;
     if (!buf) return CHORUS_ERR_NO_MEMORY;
     tune_params_t *tp = &ts->file.params;
-    tune_link_t link = ts->comm.net;
     double small = 0;
     chorus_result_t res = tune_transfer(p, partner, buf, TUNE_SMALL, e->small_trips, TUNE_PINGPONG, &small);
+    small /= pair_share;
     for (int r = 0; r < (e->memory_trips ? TUNE_REGIMES : 1) && res == CHORUS_SUCCESS; r++) {
         size_t bytes = r == TUNE_CACHE ? TUNE_CACHE_BYTES : TUNE_MEMORY_BYTES;
         int trips = r == TUNE_CACHE ? e->large_trips : e->memory_trips;
@@ -88,6 +91,8 @@ static chorus_result_t tune_measure_link(prims_t *p, tune_state_t *ts, const tun
         res = tune_transfer(p, partner, buf, bytes, trips, TUNE_EXCHANGE, &both);
         if (res == CHORUS_SUCCESS) res = tune_transfer(p, partner, buf, bytes, trips, TUNE_ONEWAY, &one);
         if (res != CHORUS_SUCCESS || me != 0 || small <= 0) continue;
+        both /= pair_share;
+        one /= pair_share;
         if (both > small) tp->beta[link][r] = (double)bytes / (both - small);
         if (one > 2 * small) tp->beta_oneway[link][r] = (double)bytes / (one - 2 * small);
     }
@@ -260,7 +265,15 @@ chorus_result_t tune_measure(prims_t *p, tune_state_t *ts, int thorough)
             tune_measure_profile(tp);
         }
     }
-    chorus_result_t res = prims_nranks(p) > 1 ? tune_measure_link(p, ts, e, scratch) : CHORUS_SUCCESS;
+    /* Across hosts, rank 0's link with another host, then with its own host's next rank, on the cores the
+     * two share (the link with another host is measured on a core each). */
+    int cores = CHORUS_MAX(ts->comm.cores, 1);
+    double pair_share = ts->comm.net == TUNE_LINK_SHM ? CHORUS_MAX(2.0 / cores, 1.0) : 1;
+    chorus_result_t res = prims_nranks(p) > 1
+                              ? tune_measure_link(p, ts, e, scratch, ts->partner, ts->comm.net, pair_share)
+                              : CHORUS_SUCCESS;
+    if (res == CHORUS_SUCCESS && ts->inside_partner > 0)
+        res = tune_measure_link(p, ts, e, scratch, ts->inside_partner, ts->comm.inside, CHORUS_MAX(2.0 / cores, 1.0));
     if (res == CHORUS_SUCCESS && ts->comm.caps.direct) res = tune_measure_arena(p, ts, e, scratch);
     if (res == CHORUS_SUCCESS && ts->comm.caps.direct && thorough) res = tune_measure_arena_profile(p, ts, scratch);
     free(scratch);
@@ -269,8 +282,12 @@ chorus_result_t tune_measure(prims_t *p, tune_state_t *ts, int thorough)
     if (prims_rank(p) == 0) {
         char was[sizeof(tp->source)];
         snprintf(was, sizeof(was), "%s", tp->source);
-        snprintf(tp->source, sizeof(tp->source), "measured %s (link %s with rank %d; the rest: %.90s)",
-                 thorough ? "by chorus-tune" : "at init", tune_link_name(ts->comm.net), ts->partner, was);
+        char inside[48] = "";
+        if (ts->inside_partner > 0)
+            snprintf(inside, sizeof(inside), ", inside the host %s with rank %d", tune_link_name(ts->comm.inside),
+                     ts->inside_partner);
+        snprintf(tp->source, sizeof(tp->source), "measured %s (link %s with rank %d%s; the rest: %.90s)",
+                 thorough ? "by chorus-tune" : "at init", tune_link_name(ts->comm.net), ts->partner, inside, was);
     }
     return CHORUS_SUCCESS;
 }
@@ -280,6 +297,7 @@ typedef struct tune_shared {
     tune_file_t file;
     int32_t mode;
     int32_t cores; /* rank 0's: ranks with other affinity masks still choose alike */
+    int32_t inside; /* rank 0's tune_comm_t.inside */
     char error[256]; /* rank 0's trouble with the tuning file, or empty */
 } tune_shared_t;
 
@@ -294,6 +312,7 @@ chorus_result_t tune_setup(prims_t *p, tune_state_t *ts, int calibrate, char *er
         shared->file = ts->file;
         shared->mode = (int32_t)ts->mode;
         shared->cores = ts->comm.cores;
+        shared->inside = (int32_t)ts->comm.inside;
         snprintf(shared->error, sizeof(shared->error), "%s", err);
     }
     coll_args_t share = {.coll = COLL_BROADCAST, .sendbuf = shared, .recvbuf = shared, .count = sizeof(*shared),
@@ -306,6 +325,7 @@ chorus_result_t tune_setup(prims_t *p, tune_state_t *ts, int calibrate, char *er
         ts->file = shared->file;
         ts->mode = (tune_mode_t)shared->mode;
         tune_comm_set_cores(&ts->comm, shared->cores);
+        ts->comm.inside = (tune_link_t)shared->inside;
         tune_comm_set_single_copy(&ts->comm, &ts->file.params);
     }
     free(shared);

@@ -131,7 +131,10 @@ double tune_predict(const tune_params_t *tp, const tune_comm_t *tc, const algo_d
     if (c.bytes > 0) t += (c.bytes - c.slot_bytes) * tune_per_byte(rate, f) + c.slot_bytes / rate[TUNE_CACHE];
     if (c.oneway > 0) t += c.oneway * tune_per_byte(tp->beta_oneway[link], f);
     t = CHORUS_MAX(t, c.steps * tp->alpha[link] + c.beside_copied * tune_per_byte(tp->beta_copy, f));
-    return tune_share(tc) * t;
+    double inside = c.inside_steps * tp->alpha[tc->inside];
+    if (c.inside_bytes > 0) inside += c.inside_bytes * tune_per_byte(tp->beta[tc->inside], f);
+    if (c.inside_oneway > 0) inside += c.inside_oneway * tune_per_byte(tp->beta_oneway[tc->inside], f);
+    return tune_share(tc) * (t + inside);
 }
 
 void tune_comm_set_cores(tune_comm_t *tc, int cores)

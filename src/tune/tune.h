@@ -56,6 +56,8 @@ typedef struct tune_comm {
     int ranks_per_host; /* on the busiest host */
     int cores;          /* of rank 0's host (tune_comm_set_cores) */
     tune_link_t net;    /* what the pair connections' slowest hop is: SHM on one host, TCP across hosts */
+    tune_link_t inside; /* across hosts, what connects a host's ranks (rank 0's with its own host's): SHM,
+                         * or TCP where shared memory is off */
     algo_caps_t caps;
     double chunk, slot;
 } tune_comm_t;
@@ -158,6 +160,9 @@ typedef enum { TUNE_MODE_RULES, TUNE_MODE_MODEL } tune_mode_t;
 typedef struct tune_state {
     tune_mode_t mode;
     int partner; /* the rank rank 0 measures its link with: the first on another host, else rank 1 */
+    /* Across hosts, the rank rank 0 measures the inside level's link with (tune_comm_t.inside): the next
+     * on its host, if it has one and they share memory; -1 otherwise, and on one host. */
+    int inside_partner;
     tune_file_t file; /* parameters and rules, the same on every rank (rank 0's) */
     tune_comm_t comm;
     /* The model's choice per collective and size bucket, made at the first call that needs it (for the

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Which transport each pair of ranks uses across emulated hosts: ranks of one host must talk over shared
 # memory, ranks of different hosts over TCP. 3 hosts x 2 ranks; every rank logs its choice per peer at
-# INFO ("rank N (...) via shm|tcp"), and every one of the 30 (rank, peer) lines is checked.
+# INFO ("rank N (...) via shm|tcp"), and every one of the 30 (rank, peer) lines is checked. The cost model
+# measures both levels at init: rank 0's link to another host (rank 2) and to its own host's other rank.
 # usage: test_transports.sh RUN_SH UID_HELPER QUICKSTART
 set -u
 run=$1 uid=$2 prog=$3
 hosts=3 per=2 n=6
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
-CHORUS_LOG_LEVEL=INFO CHORUS_LOG_SUBSYS=INIT bash "$run" --uid-helper "$uid" --timeout 90 --log-dir "$logs" \
+CHORUS_LOG_LEVEL=INFO CHORUS_LOG_SUBSYS=INIT,TUNING bash "$run" --uid-helper "$uid" --timeout 90 --log-dir "$logs" \
     "$hosts" "$per" -- "$prog" > /dev/null
 rc=$?
 [ $rc = 77 ] && exit 77
@@ -25,5 +26,10 @@ for ((r = 0; r < n; r++)); do
         fi
     done
 done
+want='measured at init (link tcp with rank 2, inside the host shm with rank 1;'
+if grep -qF "TUNING cost model, $want" "$logs/rank.0.err"; then pass=$((pass + 1)); else
+    fail=$((fail + 1))
+    echo "rank 0: expected its parameters $want; it logged: $(grep 'TUNING cost model' "$logs/rank.0.err")"
+fi
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]

@@ -618,6 +618,47 @@ static void check_hosts(void)
     }
 }
 
+/* The hierarchical algorithms' level inside each host is priced at the link that connects a host's ranks
+ * (tune_comm_t.inside, measured at init with a rank of rank 0's host): its figures move their estimates,
+ * and where that link is TCP the shared-memory figures no longer do. */
+static void check_levels(void)
+{
+    static const char *const forced[] = {"allreduce:hier",    "allgather:hier",   "reduce_scatter:hier",
+                                         "alltoall:hier",     "allreduce:hier2d", "alltoall:hier2d"};
+    static const coll_kind_t colls[] = {COLL_ALLREDUCE, COLL_ALLGATHER, COLL_REDUCE_SCATTER,
+                                        COLL_ALLTOALL,  COLL_ALLREDUCE, COLL_ALLTOALL};
+    for (size_t k = 0; k < sizeof(forced) / sizeof(forced[0]); k++) {
+        algo_config_t cfg;
+        char err[512];
+        TEST_ASSERT(parse(forced[k], &cfg, err), "%s: %s", forced[k], err);
+        double t[2][2]; /* [inside is TCP][shared memory 4x slower] */
+        for (int tcp = 0; tcp < 2; tcp++)
+            for (int slow = 0; slow < 2; slow++) {
+                tune_state_t ts;
+                state_for(&ts, 4, 0, 64);
+                ts.comm.caps.hosts = 2;
+                ts.comm.caps.per_host = 2;
+                ts.comm.ranks_per_host = 2;
+                ts.comm.inside = tcp ? TUNE_LINK_TCP : TUNE_LINK_SHM;
+                tune_params_t *tp = &ts.file.params;
+                for (int r = 0; r < TUNE_REGIMES && slow; r++) {
+                    tp->beta[TUNE_LINK_SHM][r] /= 4;
+                    tp->beta_oneway[TUNE_LINK_SHM][r] /= 4;
+                }
+                if (slow) tp->alpha[TUNE_LINK_SHM] *= 4;
+                coll_args_t a = {colls[k], NULL, NULL, 1 << 18, chorus_uint8, chorus_sum, 0};
+                const algo_desc_t *d = tune_select(&ts, &a, &cfg);
+                TEST_ASSERT(d && strcmp(d->name, strchr(forced[k], ':') + 1) == 0, "%s: selected %s", forced[k],
+                            d ? d->name : "none");
+                t[tcp][slow] = d ? tune_predict(tp, &ts.comm, d, (double)algo_call_bytes(&a, 4)) : 0;
+            }
+        TEST_ASSERT(t[0][1] > 1.2 * t[0][0], "%s: slower shared memory inside the hosts (%.1f us against %.1f)",
+                    forced[k], t[0][1] * 1e6, t[0][0] * 1e6);
+        TEST_ASSERT(t[1][1] == t[1][0] && t[1][0] != t[0][0], "%s: TCP inside the hosts: %.1f and %.1f us, shm %.1f",
+                    forced[k], t[1][0] * 1e6, t[1][1] * 1e6, t[0][0] * 1e6);
+    }
+}
+
 int main(void)
 {
     test_set_timeout(30);
@@ -633,5 +674,6 @@ int main(void)
     check_params_median();
     check_select_again();
     check_hosts();
+    check_levels();
     return test_report();
 }
