@@ -72,8 +72,8 @@ chorus_result_t allgather_hier(prims_t *p, const coll_args_t *a)
 algo_cost_t allgather_hier_cost(const algo_shape_t *s)
 {
     double n = s->n, k = algo_pieces(n, s->chunk), h = CHORUS_MAX(s->hosts, 1), l = CHORUS_MAX(s->per_host, 1);
-    /* By level: the leaders' exchanges; inside each host the gather into the leader
-     * (one way) and the chain down (an exchange for a middle rank, one way for a chain of two). */
+    /* By level: the leaders' exchanges; inside each host the gather into the leader (one way) and the chain
+     * down (an exchange for a middle rank, one way for a chain of two). */
     return (algo_cost_t){.link = ALGO_LINK_NET, .steps = h - 1, .bytes = (h - 1) / h * n, .copied = n / s->p,
                          .streamed = algo_streamed(n / s->p),
                          .inside_steps = l > 1 ? (l - 1) + (l - 1 + k - 1) : 0, .inside_bytes = l > 2 ? n : 0,

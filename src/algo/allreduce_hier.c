@@ -48,8 +48,8 @@ chorus_result_t allreduce_hier(prims_t *p, const coll_args_t *a)
 }
 
 /* The terms of the comment above, for the cost model (algo.h), by level: the leaders' ring among the hosts,
- * and the two chains inside each host (a middle rank receives and sends at once, as
- * an exchange; a chain of two ranks is one way), whose reductions every rank makes. */
+ * and the two chains inside each host (a middle rank receives and sends at once, as an exchange; a chain
+ * of two ranks is one way), whose reductions every rank makes. */
 algo_cost_t allreduce_hier_cost(const algo_shape_t *s)
 {
     double n = s->n, k = algo_pieces(n, s->chunk), h = CHORUS_MAX(s->hosts, 1), l = CHORUS_MAX(s->per_host, 1);

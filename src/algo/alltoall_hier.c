@@ -170,8 +170,8 @@ chorus_result_t alltoall_hier(prims_t *p, const coll_args_t *a)
 algo_cost_t alltoall_hier_cost(const algo_shape_t *s)
 {
     double n = s->n, l = CHORUS_MAX(s->per_host, 1), h = CHORUS_MAX(s->hosts, 1), away = (s->p - l) / s->p * n;
-    /* By level: the leaders' exchanges and sorts; inside each host the blocks for
-     * other hosts into the leader and back out (one way at the leader) and the pairwise steps. */
+    /* By level: the leaders' exchanges and sorts; inside each host the blocks for other hosts into the
+     * leader and back out (one way at the leader) and the pairwise steps. */
     return (algo_cost_t){.link = ALGO_LINK_NET, .steps = h - 1, .bytes = l * away, .copied = 2 * l * away,
                          .inside_steps = 3 * (l - 1), .inside_bytes = (l - 1) / s->p * n,
                          .inside_oneway = 2 * (l - 1) * away};

@@ -80,8 +80,8 @@ chorus_result_t reduce_scatter_hier(prims_t *p, const coll_args_t *a)
 algo_cost_t reduce_scatter_hier_cost(const algo_shape_t *s)
 {
     double n = s->n, k = algo_pieces(n, s->chunk), h = CHORUS_MAX(s->hosts, 1), l = CHORUS_MAX(s->per_host, 1);
-    /* By level: the leaders' exchanges; inside each host the chain up (an exchange
-     * for a middle rank, one way for a chain of two) and the leader's sends of its ranks' blocks. */
+    /* By level: the leaders' exchanges; inside each host the chain up (an exchange for a middle rank, one
+     * way for a chain of two) and the leader's sends of its ranks' blocks. */
     return (algo_cost_t){.link = ALGO_LINK_NET, .steps = h - 1, .bytes = (h - 1) / h * n,
                          .reduced = (l > 1 ? n : 0) + (h - 1) / h * n,
                          .inside_steps = l > 1 ? l - 1 + k - 1 + l - 1 : 0, .inside_bytes = l > 2 ? n : 0,

@@ -265,15 +265,14 @@ chorus_result_t tune_measure(prims_t *p, tune_state_t *ts, int thorough)
             tune_measure_profile(tp);
         }
     }
-    /* Across hosts, rank 0's link with another host, then with its own host's next rank, on the cores the
-     * two share (the link with another host is measured on a core each). */
-    int cores = CHORUS_MAX(ts->comm.cores, 1);
-    double pair_share = ts->comm.net == TUNE_LINK_SHM ? CHORUS_MAX(2.0 / cores, 1.0) : 1;
-    chorus_result_t res = prims_nranks(p) > 1
-                              ? tune_measure_link(p, ts, e, scratch, ts->partner, ts->comm.net, pair_share)
-                              : CHORUS_SUCCESS;
+    /* Rank 0's link with its partner, then across hosts with its own host's next rank; two ranks of one host
+     * share its cores (the link with another host is measured on a core at each end). */
+    double same_host = CHORUS_MAX(2.0 / CHORUS_MAX(ts->comm.cores, 1), 1.0);
+    chorus_result_t res = prims_nranks(p) > 1 ? tune_measure_link(p, ts, e, scratch, ts->partner, ts->comm.net,
+                                                                  ts->comm.caps.hosts > 1 ? 1 : same_host)
+                                              : CHORUS_SUCCESS;
     if (res == CHORUS_SUCCESS && ts->inside_partner > 0)
-        res = tune_measure_link(p, ts, e, scratch, ts->inside_partner, ts->comm.inside, CHORUS_MAX(2.0 / cores, 1.0));
+        res = tune_measure_link(p, ts, e, scratch, ts->inside_partner, ts->comm.inside, same_host);
     if (res == CHORUS_SUCCESS && ts->comm.caps.direct) res = tune_measure_arena(p, ts, e, scratch);
     if (res == CHORUS_SUCCESS && ts->comm.caps.direct && thorough) res = tune_measure_arena_profile(p, ts, scratch);
     free(scratch);
