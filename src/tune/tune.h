@@ -47,7 +47,7 @@ typedef struct tune_params {
      * share instead of cache_bytes (tune_memory_share). */
     int nprofile;
     double profile_bytes[TUNE_PROFILE_MAX], profile_rate[TUNE_PROFILE_MAX];
-    char source[160];                            /* where they come from, for the logs */
+    char source[256];                            /* where they come from, for the logs */
 } tune_params_t;
 
 /* A communicator as the model sees it. */
