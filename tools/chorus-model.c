@@ -4,6 +4,7 @@
  *
  *   chorus-model allreduce -p 8 --alpha 5us --beta 450GB/s       the seed's Hockney model (alpha, beta only)
  *   chorus-model allgather -p 4 --tuning-file tuned.txt --arena  a tuning file's parameters, one host
+ *   chorus-model allreduce -p 8 --hosts 2                       across two hosts of 4 ranks, per level
  */
 #include <math.h>
 #include <stdio.h>
@@ -32,6 +33,8 @@ static void usage(FILE *out)
             "  --tuning-file F   parameters from a tuning file (chorus-tune)\n"
             "  --arena           one host with the host arena: include the direct algorithms\n"
             "  --ranks-per-host R, --cores C   ranks sharing a host's C cores (default: no sharing)\n"
+            "  --hosts H         the ranks on H hosts, host by host (R each, default P / H rounded up): TCP\n"
+            "                    between hosts, shared memory inside each; with the hierarchical algorithms\n"
             "  --chunk S, --slot S             CHORUS_CHUNK_SIZE and CHORUS_SHM_SLOT_SIZE (default 256K and auto:\n"
             "                    the library's choice on this machine for the ranks of the host)\n"
             "With --alpha or --beta and no tuning file, the model is the seed's: the reduction and local copies\n"
@@ -96,7 +99,7 @@ int main(int argc, char **argv)
     tune_comm_t tc = {.nranks = 0, .net = TUNE_LINK_SHM, .chunk = 256 << 10, .slot = -1};
     double lo = 1024, hi = 256.0 * 1048576, factor = 2;
     const char *alpha = NULL, *beta = NULL, *gamma = NULL, *copy = NULL, *file = NULL;
-    int arena = 0;
+    int arena = 0, hosts = 1;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--arena") == 0) {
@@ -130,6 +133,8 @@ int main(int argc, char **argv)
             tc.ranks_per_host = atoi(v);
         else if (strcmp(a, "--cores") == 0)
             tc.cores = atoi(v);
+        else if (strcmp(a, "--hosts") == 0)
+            hosts = atoi(v);
         else if (strcmp(a, "--chunk") == 0)
             tc.chunk = parse_size_or_die(a, v);
         else if (strcmp(a, "--slot") == 0)
@@ -145,6 +150,15 @@ int main(int argc, char **argv)
     if (tc.nranks < 2 || lo <= 0 || hi < lo || factor <= 1) {
         fprintf(stderr, "chorus-model: need -p of at least 2, 0 < -b <= -e and -f above 1\n");
         return 2;
+    }
+    if (hosts < 1 || hosts > tc.nranks || (hosts > 1 && arena)) {
+        fprintf(stderr, "chorus-model: --hosts needs 1 to P hosts, and the host arena (--arena) is for one host\n");
+        return 2;
+    }
+    if (hosts > 1) { /* between hosts TCP, inside each shared memory */
+        tc.net = TUNE_LINK_TCP;
+        tc.inside = TUNE_LINK_SHM;
+        if (tc.ranks_per_host <= 0) tc.ranks_per_host = (tc.nranks + hosts - 1) / hosts;
     }
     if (file) {
         tune_file_t tf = {.params = tp};
@@ -171,7 +185,8 @@ int main(int argc, char **argv)
     if (tc.slot < 0) /* CHORUS_SHM_SLOT_SIZE=auto, as rank 0 of a communicator of these ranks would take it */
         tc.slot = (double)shm_arena_auto_slot_bytes(
             host_l2_bytes(), tc.ranks_per_host > 0 ? tc.ranks_per_host : tc.nranks, tc.cores);
-    tc.caps = (algo_caps_t){.nranks = tc.nranks, .direct = arena, .single_copy = arena};
+    tc.caps = (algo_caps_t){.nranks = tc.nranks, .direct = arena, .single_copy = arena, .hosts = hosts,
+                            .per_host = hosts > 1 ? tc.ranks_per_host : 0, .hosts_consecutive = 1};
     tune_comm_set_cores(&tc, tc.cores);
 
     size_t count;
@@ -191,6 +206,10 @@ int main(int argc, char **argv)
         printf(", one way %.4g GB/s (memory %.4g)", tp.beta_oneway[tc.net][TUNE_CACHE] / 1e9,
                tp.beta_oneway[tc.net][TUNE_MEMORY] / 1e9);
     if (arena) printf(", arena alpha %s", (fmt_time(tp.alpha[TUNE_LINK_ARENA], t2, sizeof(t2)), t2));
+    if (hosts > 1)
+        printf(", %d hosts of %d ranks, inside them shm alpha %s, beta %.4g GB/s, one way %.4g GB/s", hosts,
+               tc.ranks_per_host, (fmt_time(tp.alpha[TUNE_LINK_SHM], t2, sizeof(t2)), t2),
+               tp.beta[TUNE_LINK_SHM][TUNE_CACHE] / 1e9, tp.beta_oneway[TUNE_LINK_SHM][TUNE_CACHE] / 1e9);
     printf(", gamma %.3g ns/B", tp.gamma[TUNE_CACHE] * 1e9);
     if (tp.gamma[TUNE_MEMORY] != tp.gamma[TUNE_CACHE]) printf(" (memory %.3g)", tp.gamma[TUNE_MEMORY] * 1e9);
     if (isinf(tp.beta_copy[TUNE_CACHE]))

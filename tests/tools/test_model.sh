@@ -139,6 +139,47 @@ check "the root's copies when they are longer (13422 us), else the readers' path
 
 err=$("$model" allreduce -p 4 --tuning-file "$tmp/missing" 2>&1 >/dev/null)
 check "a missing file is named" "$(echo "$err" | grep -q "$tmp/missing" && echo 0 || echo 1)"
+# Across hosts (--hosts), the hierarchical algorithms' two levels: 4 ranks on 2 hosts, 1 MiB, TCP at 10 us
+# and 1 GB/s, shared memory at 1 us and 10 GB/s, copies and sums free. hier: the leaders' ring, 2 steps
+# and 1 MiB (1068.6 us), and inside each host two one-way chains of 4 chunks, 8 steps and 2 MiB (217.7);
+# hier2d: 2 steps and 512 KiB between hosts (544.3), 2 steps and 1 MiB inside (106.9). Shared memory 10
+# times slower moves only them; the flat ring, all TCP, stays.
+cat > "$tmp/levels" <<'T'
+chorus-tuning 1
+machine test cores 2 cpu none
+alpha tcp 10us
+beta tcp cache 1GB/s
+beta tcp memory 1GB/s
+oneway tcp cache 1GB/s
+oneway tcp memory 1GB/s
+alpha shm 1us
+beta shm cache 10GB/s
+beta shm memory 10GB/s
+oneway shm cache 10GB/s
+oneway shm memory 10GB/s
+gamma cache 0
+gamma memory 0
+beta copy cache 1e30
+beta copy memory 1e30
+T
+sed 's/^\(beta\|oneway\) shm \(cache\|memory\) 10GB/\1 shm \2 1GB/' "$tmp/levels" >"$tmp/levels.slow"
+col() { # file, algorithm: its estimate of 1 MiB on 4 ranks across 2 hosts
+    "$model" allreduce -p 4 --hosts 2 --tuning-file "$1" -b 1M -e 1M |
+        awk -v a="$2" '/^# +bytes/ { for (i = 2; i <= NF; i++) if ($i == a) c = i } /^ +[0-9]/ { print $(c - 1) }'
+}
+got="$(col "$tmp/levels" hier) $(col "$tmp/levels" hier2d) $(col "$tmp/levels" ring)"
+check "per level: hier 1.286ms, hier2d 651.15us, ring 1.633ms (got $got)" \
+    "$([ "$got" = "1.286ms 651.15us 1.633ms" ] && echo 0 || echo 1)"
+got="$(col "$tmp/levels.slow" hier) $(col "$tmp/levels.slow" hier2d) $(col "$tmp/levels.slow" ring)"
+check "slower shared memory: hier 3.174ms, hier2d 1.595ms, ring 1.633ms (got $got)" \
+    "$([ "$got" = "3.174ms 1.595ms 1.633ms" ] && echo 0 || echo 1)"
+check "one host lists no hierarchical algorithm" \
+    "$("$model" allreduce -p 4 | grep -q hier && echo 1 || echo 0)"
+err=$("$model" allreduce -p 4 --hosts 2 --arena 2>&1 >/dev/null)
+check "--hosts with --arena is refused, named" "$(echo "$err" | grep -q -- "--hosts" && echo 0 || echo 1)"
+err=$("$model" allreduce -p 4 --hosts 5 2>&1 >/dev/null)
+check "more hosts than ranks is refused" "$(echo "$err" | grep -q -- "--hosts" && echo 0 || echo 1)"
+
 err=$("$model" allreduce -p 8 --alpha fast 2>&1 >/dev/null)
 check "a bad value is named" "$(echo "$err" | grep -q -- "--alpha fast" && echo 0 || echo 1)"
 err=$("$model" allshuffle -p 8 2>&1 >/dev/null)
