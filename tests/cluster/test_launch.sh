@@ -31,21 +31,11 @@ AGENT="env CHORUS_CLUSTER_NAME=$CHORUS_CLUSTER_NAME CHORUS_CLUSTER_STATE=$CHORUS
 
 # chorusrun on host 0 with the agent, output in $TMP/out and $TMP/err; sets $rc and $elapsed_ms.
 launch() {
-    local start
-    start=$(now_ms)
-    "$CLUSTER" exec 0 -- env CHORUS_SOCKET_IFNAME="$("$CLUSTER" ifname)" DIR="$TMP" \
-        "$CHORUSRUN" --agent "$AGENT" "$@" >"$TMP/out" 2>"$TMP/err"
-    rc=$?
-    elapsed_ms=$(($(now_ms) - start))
+    timed "$CLUSTER" exec 0 -- env CHORUS_SOCKET_IFNAME="$("$CLUSTER" ifname)" DIR="$TMP" \
+        "$CHORUSRUN" --agent "$AGENT" "$@"
 }
 
-"$CLUSTER" up 2 --ttl 180
-rc=$?
-if [ "$rc" = 77 ]; then exit 77; fi
-if [ "$rc" != 0 ]; then
-    echo "FAIL up 2 exited with $rc" >&2
-    exit 1
-fi
+hosts_up 2 --ttl 180
 
 current="placement and environment"
 cd "$TMP" || exit 1

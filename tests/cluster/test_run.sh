@@ -26,13 +26,7 @@ trap teardown EXIT
 
 
 # run.sh with stdout and stderr in $TMP/out and $TMP/err; sets $rc and $elapsed_ms.
-run() {
-    local start
-    start=$(now_ms)
-    bash "$HERE/run.sh" --uid-helper "$UID_HELPER" "$@" >"$TMP/out" 2>"$TMP/err"
-    rc=$?
-    elapsed_ms=$(($(now_ms) - start))
-}
+run() { timed bash "$HERE/run.sh" --uid-helper "$UID_HELPER" "$@"; }
 
 # Each rank records its pid, so a test can tell afterwards whether it is gone; exec keeps the pid.
 RECORD='echo $$ >"$DIR/pid.$CHORUS_RANK";'
@@ -42,13 +36,7 @@ begin() {
     rm -rf "$TMP"/pid.* "$TMP"/rank.* "$TMP/logs"
 }
 
-"$CLUSTER" up 3 --ttl 180
-rc=$?
-if [ "$rc" = 77 ]; then exit 77; fi
-if [ "$rc" != 0 ]; then
-    echo "FAIL up 3 exited with $rc" >&2
-    exit 1
-fi
+hosts_up 3 --ttl 180
 
 begin "environment and placement"
 export CHORUS_RANK=99 CHORUS_UNIQUE_ID=stale CHORUS_SOCKET_IFNAME=eth0

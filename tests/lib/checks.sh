@@ -27,6 +27,28 @@ report() {
 
 quiet() { "$@" >/dev/null; }
 now_ms() { date +%s%3N; }
+
+# timed COMMAND...: run COMMAND with its stdout and stderr in $TMP/out and $TMP/err; sets $rc and
+# $elapsed_ms.
+timed() {
+    local start
+    start=$(now_ms)
+    "$@" >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    elapsed_ms=$(($(now_ms) - start))
+}
+
+# hosts_up K [OPTIONS]: bring up K emulated hosts with $CLUSTER (tests/cluster/cluster.sh); the test
+# exits 77 (skipped) where namespaces cannot be made, and fails where up fails otherwise.
+hosts_up() {
+    "$CLUSTER" up "$@"
+    local status=$?
+    [ "$status" = 77 ] && exit 77
+    if [ "$status" != 0 ]; then
+        echo "FAIL up $* exited with $status" >&2
+        exit 1
+    fi
+}
 err_has() { grep -q -- "$1" "$TMP/err"; }
 
 # A process is gone once it has exited, even if its parent has not reaped it yet.

@@ -15,13 +15,7 @@ trap 'rm -rf "$TMP"' EXIT
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/checks.sh"
 
 # Run chorusrun with stdout and stderr in $TMP/out and $TMP/err; sets $rc and $elapsed_ms.
-run() {
-    local start
-    start=$(now_ms)
-    "$CHORUSRUN" "$@" >"$TMP/out" 2>"$TMP/err"
-    rc=$?
-    elapsed_ms=$(($(now_ms) - start))
-}
+run() { timed "$CHORUSRUN" "$@"; }
 
 err_count() { grep -c -- "$1" "$TMP/err"; }
 
