@@ -132,9 +132,14 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * one was ahead; AllReduce from 256 KiB out of place (0.7 of the one-shot's and the ring's time from 256
  * KiB to 16 MiB) and from 2 MiB in place, where below that it was behind the ring by 1.1 to 1.6 (each
  * in-place call reads input the previous call's gather rewrote in the peer's cache). On 4 ranks single
- * copy won too from 512 KiB, but there the calibration, with ranks sharing the cores, does not find its
- * reads faster (docs/algorithms.md, "Single copy"). Nor does it reliably find them faster than a copy and
- * an arena read together, what the direct AllToAll spends per byte (single_copy_saves): on the Xeon
+ * copy won too from 512 KiB, where the calibration, with ranks sharing the cores, does not find its reads
+ * faster than the arena's (docs/algorithms.md, "Single copy"); since its batches end with a barrier it
+ * finds them faster than a copy and an arena read together (single_copy_saves) in every init of 12 on 3
+ * and 4 ranks, and where it does, 3 and 4 ranks take the single-copy AllGather from 512 KiB to 8 MiB and 4
+ * ranks the Broadcast from 256 KiB to 8 MiB (0.76 to 0.93 and 0.75 to 0.86 of the direct ones' time there,
+ * medians of 5 alternating runs, Xeon virtual machine; on 3 ranks the Broadcast was behind from 4 MiB, on 8
+ * ranks both at every size). Before that barrier the calibration did not reliably find them faster than a
+ * copy and an arena read together, what the direct AllToAll spends per byte: on the Xeon
  * virtual machine 4 inits of 10 did, the two sides of that test within each other's noise, while forced
  * runs put the single-copy AllToAll at 0.56, 0.72, 0.78 and 0.76 of the direct one's time at 256 KiB, 1,
  * 4 and 8 MiB, and at 1.07 to 1.27 at 16 MiB (medians of 5 alternating runs; the direct one streams its
@@ -224,6 +229,8 @@ static const struct algo_rule {
     RULE(COLL_ALLREDUCE, "ring"),
     RULE(COLL_ALLGATHER, "direct", .max_ranks = 2, .min_bytes = 32 << 20),
     RULE(COLL_ALLGATHER, "cma", .max_ranks = 2, .min_bytes = 16 << 10, .single_copy_fast = 1),
+    RULE(COLL_ALLGATHER, "cma", .min_ranks = 3, .max_ranks = 4, .min_bytes = 512 << 10, .max_bytes = 8 << 20,
+         .single_copy_saves = 1),
     RULE(COLL_ALLGATHER, "direct", .min_ranks = 3),
     RULE(COLL_ALLGATHER, "cma", .max_ranks = 2, .min_bytes = 64 << 10, .single_copy_saves = 1),
     RULE(COLL_ALLGATHER, "direct", .max_bytes = 64 << 10),
@@ -247,6 +254,8 @@ static const struct algo_rule {
     RULE(COLL_BROADCAST, "cma", .max_ranks = 2, .min_bytes = 64 << 10, .in_place = -1, .single_copy_saves = 1),
     RULE(COLL_BROADCAST, "direct", .max_ranks = 2),
     RULE(COLL_BROADCAST, "direct", .max_bytes = PRIMS_DIRECT_INLINE_BYTES),
+    RULE(COLL_BROADCAST, "cma", .min_ranks = 4, .max_ranks = 4, .min_bytes = 256 << 10, .max_bytes = 8 << 20,
+         .single_copy_saves = 1),
     RULE(COLL_BROADCAST, "direct", .min_bytes = 256 << 10),
     RULE(COLL_BROADCAST, "hier", .max_ranks = 8),
     RULE(COLL_BROADCAST, "chain", .max_bytes = 16 << 10, .oversubscribed = 1),

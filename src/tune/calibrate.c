@@ -106,13 +106,20 @@ static chorus_result_t tune_measure_link(prims_t *p, tune_state_t *ts, const tun
  * in turn. A batch, not a single call: a call can return on rank 0 while its peers still read, and the
  * next call pays for that. With 4 ranks on 2 cores the best single direct allgather of 1 MiB took 60 us at
  * rank 0, and calls back to back 155 us each (the single-copy one, whose ranks wait until every peer has
- * read their buffers, 120 and 130). In turn, not one algorithm's batches and then the next's: a
+ * read their buffers, 120 and 130). Each batch ends with a barrier inside its time, for the same reason:
+ * the peers' reads of its last direct call would otherwise fall outside it, where a single-copy call's
+ * are inside. Without it, 4 ranks on 2 cores (Xeon virtual machine) had single-copy batches of 1 MiB
+ * 10 to 25 % slower than direct ones (best of 4: 143 to 173 us against 134 to 148), and single-copy reads
+ * at 5.3 to 8.2 GB/s against the arena's 9.2 to 13.8, where chorus-perf's runs of 20 calls had the
+ * single-copy AllGather at 0.84 of the direct one's time; with it, both at 154 to 158 us, reads at 9.5 to
+ * 10 GB/s against 12. In turn, not one algorithm's batches and then the next's: a
  * disturbance of a millisecond, as long as one algorithm's batches at init, once made single-copy reads
  * measure 0.9 GB/s against 14 in the runs before and after, and the choices that follow from it (ring
  * AllGathers, twice as slow) stayed for the communicator's life; taken in turn, it spoils a batch of each. */
 static chorus_result_t tune_time_algos(prims_t *p, const algo_run_fn *runs, int nways, const coll_args_t *a,
                                        int batches, double *best)
 {
+    coll_args_t barrier = {.coll = COLL_BARRIER};
     chorus_result_t res = CHORUS_SUCCESS;
     for (int w = 0; w < nways; w++) {
         best[w] = INFINITY;
@@ -122,6 +129,7 @@ static chorus_result_t tune_time_algos(prims_t *p, const algo_run_fn *runs, int 
         for (int w = 0; w < nways && res == CHORUS_SUCCESS; w++) {
             int64_t t0 = time_now_ns();
             for (int i = 0; i < TUNE_ALGO_BATCH && res == CHORUS_SUCCESS; i++) res = runs[w](p, a);
+            if (res == CHORUS_SUCCESS) res = barrier_direct(p, &barrier);
             double t = (double)(time_now_ns() - t0) * 1e-9 / TUNE_ALGO_BATCH;
             if (t < best[w]) best[w] = t;
         }

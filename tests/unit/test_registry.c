@@ -322,9 +322,10 @@ static void check_restrictions(void)
 
 /* Where single-copy reads outrun the arena, 2 ranks of one host take the single-copy algorithms from
  * 16 KiB (AllReduce from 256 KiB out of place, 2 MiB in place); elsewhere the rules stay as they were.
- * Where they only beat a copy and an arena read together, 2 ranks take the single-copy Broadcast,
- * AllGather and AllToAll from 64 KiB and the AllReduce from 256 KiB out of place (3 and 4 ranks take the
- * single-copy AllToAll from 256 KiB to 8 MiB either way). */
+ * Where they beat a copy and an arena read together, 2 ranks take the single-copy Broadcast, AllGather
+ * and AllToAll from 64 KiB and the AllReduce from 256 KiB out of place, 3 and 4 ranks the AllGather from
+ * 512 KiB to 8 MiB, 4 ranks the Broadcast from 256 KiB to 8 MiB (3 and 4 ranks take the single-copy
+ * AllToAll from 256 KiB to 8 MiB either way). */
 static void check_single_copy_fast(void)
 {
     algo_config_t cfg;
@@ -383,6 +384,19 @@ static void check_single_copy_fast(void)
         {COLL_ALLTOALL, 128 << 10, 3, 1, 0, {"cma", "cma", "cma"}, "alltoall 384 KiB, 3 ranks"},
         {COLL_ALLTOALL, 16 << 10, 4, 1, 0, {"direct", "direct", "direct"}, "alltoall 64 KiB, 4 ranks"},
         {COLL_ALLTOALL, 1 << 20, 4, 1, 1, {"direct", "direct", "direct"}, "alltoall 4 MiB in place, 4 ranks"},
+        /* 3 and 4 ranks: the single-copy AllGather from 512 KiB to 8 MiB where it saves the direct one's
+         * copy; 4 ranks: the single-copy Broadcast from 256 KiB to 8 MiB, in place or not. */
+        {COLL_ALLGATHER, 128 << 10, 4, 1, 0, {"direct", "cma", "cma"}, "allgather 512 KiB, 4 ranks"},
+        {COLL_ALLGATHER, 2 << 20, 4, 1, 1, {"direct", "cma", "cma"}, "allgather 8 MiB in place, 4 ranks"},
+        {COLL_ALLGATHER, 1 << 20, 3, 1, 0, {"direct", "cma", "cma"}, "allgather 3 MiB, 3 ranks"},
+        {COLL_ALLGATHER, 64 << 10, 4, 1, 0, {"direct", "direct", "direct"}, "allgather 256 KiB, 4 ranks"},
+        {COLL_ALLGATHER, 4 << 20, 4, 1, 0, {"direct", "direct", "direct"}, "allgather 16 MiB, 4 ranks"},
+        {COLL_ALLGATHER, 128 << 10, 8, 1, 0, {"direct", "direct", "direct"}, "allgather 1 MiB, 8 ranks"},
+        {COLL_BROADCAST, 256 << 10, 4, 1, 0, {"direct", "cma", "cma"}, "broadcast 256 KiB, 4 ranks"},
+        {COLL_BROADCAST, 8 << 20, 4, 1, 1, {"direct", "cma", "cma"}, "broadcast 8 MiB in place, 4 ranks"},
+        {COLL_BROADCAST, 16 << 20, 4, 1, 0, {"direct", "direct", "direct"}, "broadcast 16 MiB, 4 ranks"},
+        {COLL_BROADCAST, 1 << 20, 3, 1, 0, {"direct", "direct", "direct"}, "broadcast 1 MiB, 3 ranks"},
+        {COLL_BROADCAST, 1 << 20, 8, 1, 0, {"direct", "direct", "direct"}, "broadcast 1 MiB, 8 ranks"},
         {COLL_ALLTOALL, 1 << 20, 8, 1, 0, {"cma", "cma", "cma"}, "alltoall 8 MiB, 8 ranks"},
         {COLL_ALLTOALL, 32 << 10, 8, 1, 0, {"cma", "cma", "cma"}, "alltoall 256 KiB, 8 ranks"},
         {COLL_ALLTOALL, 16 << 10, 8, 1, 0, {"direct", "direct", "direct"}, "alltoall 128 KiB, 8 ranks"},
