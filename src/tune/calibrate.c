@@ -111,8 +111,9 @@ static chorus_result_t tune_measure_link(prims_t *p, tune_state_t *ts, const tun
  * are inside. Without it, 4 ranks on 2 cores (Xeon virtual machine) had single-copy batches of 1 MiB
  * 10 to 25 % slower than direct ones (best of 4: 143 to 173 us against 134 to 148), and single-copy reads
  * at 5.3 to 8.2 GB/s against the arena's 9.2 to 13.8, where chorus-perf's runs of 20 calls had the
- * single-copy AllGather at 0.84 of the direct one's time; with it, both at 154 to 158 us, reads at 9.5 to
- * 10 GB/s against 12. In turn, not one algorithm's batches and then the next's: a
+ * single-copy AllGather at 0.84 of the direct one's time; with it, both at 154 to 158 us, and over 8
+ * inits single-copy reads at 8 to 15 GB/s against the arena's 8.4 to 13.3. In turn, not one algorithm's
+ * batches and then the next's: a
  * disturbance of a millisecond, as long as one algorithm's batches at init, once made single-copy reads
  * measure 0.9 GB/s against 14 in the runs before and after, and the choices that follow from it (ring
  * AllGathers, twice as slow) stayed for the communicator's life; taken in turn, it spoils a batch of each. */
