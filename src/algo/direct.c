@@ -37,16 +37,20 @@ chorus_result_t direct_put_pieces(prims_t *p, const char *buf, size_t block_elem
 
 chorus_result_t direct_reduce_scatter_chunk(prims_t *p, const char *in, size_t cnt, const prims_reduce_t *red)
 {
-    int n = prims_nranks(p);
-    size_t soff, scnt;
-    void *slot;
+    int n = prims_nranks(p), rank = prims_rank(p);
+    size_t soff, scnt, elem = red->elem;
+    char *slot;
     const void *const *slots;
-    CHECK(direct_put(p, in, cnt * red->elem));
+    prims_partition(cnt, n, rank, &soff, &scnt);
+    /* This rank's own slice stays out of the slot: nobody else reads it, and the combine takes it from in. */
+    CHECK(prims_direct_begin(p, (void **)&slot));
+    copy_bytes(slot, in, soff * elem);
+    copy_bytes(slot + (soff + scnt) * elem, in + (soff + scnt) * elem, (cnt - soff - scnt) * elem);
+    prims_direct_publish(p, cnt * elem);
     CHECK(prims_direct_wait_all(p, &slots));
-    prims_partition(cnt, n, prims_rank(p), &soff, &scnt);
-    CHECK(prims_direct_begin(p, &slot)); /* slots stays valid: only a wait replaces it */
-    if (scnt) direct_reduce(slot, slots, n, soff * red->elem, scnt, red);
-    prims_direct_publish(p, scnt * red->elem);
+    CHECK(prims_direct_begin(p, (void **)&slot)); /* slots stays valid: only a wait replaces it */
+    if (scnt) direct_reduce_own(slot, slots, n, soff * elem, scnt, rank, in + soff * elem, red);
+    prims_direct_publish(p, scnt * elem);
     return CHORUS_SUCCESS;
 }
 

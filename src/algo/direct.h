@@ -11,14 +11,24 @@ static inline size_t direct_chunk_elems(const prims_t *p, int parts, size_t elem
     return n ? n : 1;
 }
 
-/* dst = slots[0] OP slots[1] OP ... OP slots[nranks - 1], each read at byte offset off, in rank order, so
- * that every rank that combines the same data gets the same bits; then finish (avg). */
+/* dst = slots[0] OP slots[1] OP ... OP slots[nranks - 1], each read at byte offset off, but part `mine` (a
+ * rank, or -1 for none) read from `own` instead, in rank order, so that every rank that combines the same
+ * data gets the same bits; then finish (avg). dst may be `own`, where mine is 0 or 1. */
+static inline void direct_reduce_own(void *dst, const void *const *slots, int nranks, size_t off, size_t count,
+                                     int mine, const void *own, const prims_reduce_t *red)
+{
+#define DIRECT_PART(q) ((q) == mine ? (const char *)own : (const char *)slots[q] + off)
+    reduce_apply3(dst, DIRECT_PART(0), DIRECT_PART(1), count, red->dtype, red->op);
+    for (int q = 2; q < nranks; q++) reduce_apply(dst, DIRECT_PART(q), count, red->dtype, red->op);
+#undef DIRECT_PART
+    reduce_finish(dst, count, red->dtype, red->op, nranks);
+}
+
+/* direct_reduce_own with every part read from the slots. */
 static inline void direct_reduce(void *dst, const void *const *slots, int nranks, size_t off, size_t count,
                                  const prims_reduce_t *red)
 {
-    reduce_apply3(dst, (const char *)slots[0] + off, (const char *)slots[1] + off, count, red->dtype, red->op);
-    for (int q = 2; q < nranks; q++) reduce_apply(dst, (const char *)slots[q] + off, count, red->dtype, red->op);
-    reduce_finish(dst, count, red->dtype, red->op, nranks);
+    direct_reduce_own(dst, slots, nranks, off, count, -1, NULL, red);
 }
 
 /* A phase with nothing in it: this rank says it is done with the data of the phases before (a peer's
@@ -32,7 +42,8 @@ chorus_result_t direct_put(prims_t *p, const void *src, size_t bytes);
 chorus_result_t direct_put_pieces(prims_t *p, const char *buf, size_t block_elems, size_t off, size_t cnt,
                                   size_t elem, int skip);
 /* The reduce-scatter half of two-shot AllReduce, for a chunk of cnt elements at in: phase 1 publishes the
- * chunk, phase 2 this rank's slice of it (prims_partition) combined from all p chunks. */
+ * chunk but for this rank's slice of it (prims_partition), phase 2 that slice combined from all p chunks
+ * (its own part read from in). */
 chorus_result_t direct_reduce_scatter_chunk(prims_t *p, const char *in, size_t cnt, const prims_reduce_t *red);
 /* Wait for the phase's p slices of a chunk of cnt elements and copy them, in rank order, to out, a piece
  * of an output of `whole` bytes (copy_out_part; 0 where out is in cache). */
