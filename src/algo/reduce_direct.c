@@ -20,7 +20,8 @@ algo_cost_t reduce_direct_cost(const algo_shape_t *s)
     double n = s->n;
     /* Copied: (p-1)/p n in, the n/p combined, and the root's n out. */
     return (algo_cost_t){.link = ALGO_LINK_ARENA, .steps = 2 * algo_pieces(n, s->slot),
-                         .bytes = 2.0 * (p - 1) / p * n, .copied = (p - 1.0) / p * n + n / p + n, .reduced = (p - 1.0) / p * n,
+                         .bytes = 2.0 * (p - 1) / p * n, .copied = (p - 1.0) / p * n + n / p + n,
+                         .reduced = (p - 1.0) / p * n,
                          .slot_bytes = (p - 1.0) / p * n, .slot_reduced = (p - 1.0) / p * n,
                          .streamed = algo_streamed(n)};
 }
