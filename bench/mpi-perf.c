@@ -173,6 +173,18 @@ static void mpi_describe(char *buf, size_t len)
     snprintf(buf, len, "hosts %d, %s", hosts, version);
 }
 
+static int mpi_alloc(void *ctx, size_t bytes, void **ptr_p)
+{
+    (void)ctx;
+    return MPI_Alloc_mem((MPI_Aint)bytes, MPI_INFO_NULL, ptr_p) != MPI_SUCCESS;
+}
+
+static void mpi_free(void *ctx, void *ptr)
+{
+    (void)ctx;
+    MPI_Free_mem(ptr);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -196,6 +208,8 @@ int main(int argc, char **argv)
         .run = mpi_run,
         .allreduce_max_double = mpi_max_double,
         .allreduce_sum_int64 = mpi_sum_int64,
+        .mem_alloc = mpi_alloc,
+        .mem_free = mpi_free,
     };
     rc = perf_main(&opts, &be);
     free(x.scratch);

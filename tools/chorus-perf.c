@@ -18,6 +18,7 @@ typedef struct chorus_ctx {
     chorus_stream_t stream; /* -z 0: the calls are queued here; NULL: blocking */
     int rank;
     int nranks;
+    int shared; /* -R 1: the buffers are chorus_mem_alloc's */
 } chorus_ctx_t;
 
 static void report(chorus_comm_t comm, const char *what, chorus_result_t res)
@@ -94,7 +95,8 @@ static const char *chorus_predict(void *ctx, const perf_call_t *c, double *us_p)
     const chorus_ctx_t *x = ctx;
     double s = NAN;
     const char *algo =
-        comm_model_predict(x->comm, kinds[c->coll], c->count, c->dtype, c->op, c->root, c->sendbuf == c->recvbuf, &s);
+        comm_model_predict(x->comm, kinds[c->coll], c->count, c->dtype, c->op, c->root, c->sendbuf == c->recvbuf,
+                           x->shared, &s);
     *us_p = s * 1e6;
     return algo;
 }
@@ -195,6 +197,20 @@ static chorus_result_t comm_again(chorus_ctx_t *x)
     return res;
 }
 
+static int chorus_alloc(void *ctx, size_t bytes, void **ptr_p)
+{
+    (void)ctx;
+    chorus_result_t res = chorus_mem_alloc(ptr_p, bytes);
+    if (res != CHORUS_SUCCESS) fprintf(stderr, "chorus_mem_alloc: %s\n", chorus_comm_last_error(NULL));
+    return res != CHORUS_SUCCESS;
+}
+
+static void chorus_free(void *ctx, void *ptr)
+{
+    (void)ctx;
+    (void)chorus_mem_free(ptr);
+}
+
 static int run(const perf_opts_t *opts, chorus_ctx_t *x)
 {
     char layout[128], description[192];
@@ -202,6 +218,7 @@ static int run(const perf_opts_t *opts, chorus_ctx_t *x)
     int version = chorus_version();
     snprintf(description, sizeof(description), "%s, Chorus %d.%d.%d", layout, version / 10000, version / 100 % 100,
              version % 100);
+    x->shared = opts->alloc;
     perf_backend_t be = {
         .rank = x->rank,
         .nranks = x->nranks,
@@ -212,6 +229,8 @@ static int run(const perf_opts_t *opts, chorus_ctx_t *x)
         .allreduce_sum_int64 = chorus_sum_int64,
         .predict = chorus_predict,
         .sync = chorus_sync,
+        .mem_alloc = chorus_alloc,
+        .mem_free = chorus_free,
     };
     return perf_main(opts, &be);
 }

@@ -67,6 +67,8 @@ static void usage(const char *extra)
            "              large blocks 16 bytes past one, and some copy routines care)\n"
            "  -z 0|1      1: every call completes before it returns (default); 0: the calls are queued on a\n"
            "              stream and waited for once after the timed ones, as nccl-tests does by default\n"
+           "  -R 0|1      1: both buffers from the library's allocator for communication memory\n"
+           "              (chorus_mem_alloc, MPI_Alloc_mem), as nccl-tests' -R; 0: the heap's (default)\n"
            "Sizes are the bytes of the whole buffer, as in nccl-tests: for allgather, reduce_scatter and\n"
            "alltoall the nranks blocks together.\n",
            program_invocation_short_name, extra ? extra : "");
@@ -126,7 +128,7 @@ int perf_parse_args(int argc, char **argv, const char *extra_usage, perf_opts_t 
     *o = (perf_opts_t){.min_bytes = 32 << 20, .max_bytes = 32 << 20, .factor = 2, .iters = 20, .warmup = 5,
                        .check = 1, .blocking = 1, .ndtypes = 1, .dtypes = {chorus_float32}, .nops = 1, .ops = {chorus_sum}};
     int bad = 0, opt;
-    while (!bad && (opt = getopt(argc, argv, "b:e:f:n:w:c:o:d:r:a:O:z:h")) != -1) {
+    while (!bad && (opt = getopt(argc, argv, "b:e:f:n:w:c:o:d:r:a:O:z:R:h")) != -1) {
         switch (opt) {
         case 'b': bad = parse_size_arg(optarg, 'b', &o->min_bytes); break;
         case 'e': bad = parse_size_arg(optarg, 'e', &o->max_bytes); break;
@@ -140,6 +142,7 @@ int perf_parse_args(int argc, char **argv, const char *extra_usage, perf_opts_t 
         case 'a': o->algo = optarg; break;
         case 'O': bad = parse_int_arg(optarg, 'O', 0, 4095, &o->offset); break;
         case 'z': bad = parse_int_arg(optarg, 'z', 0, 1, &o->blocking); break;
+        case 'R': bad = parse_int_arg(optarg, 'R', 0, 1, &o->alloc); break;
         case 'h': usage(extra_usage); return 1;
         default: bad = 1;
         }
@@ -517,9 +520,10 @@ static void print_header(const perf_opts_t *o, const perf_backend_t *be)
     if (!(colls[o->coll].flags & COLL_REDUCES)) op = "none";
     printf("# %s %s: nranks %d, %s\n", program_invocation_short_name, colls[o->coll].name, be->nranks, be->description);
     printf("# dtype %s, op %s, minBytes %lld, maxBytes %lld, step %d (factor), warmup iters %d, iters %d, "
-           "validation %d, root %d, buffers %d bytes past a page, blocking %d\n",
+           "validation %d, root %d, buffers %d bytes past a page%s, blocking %d\n",
            o->ndtypes > 1 ? "all" : dtype_name(o->dtypes[0]), op, (long long)o->min_bytes, (long long)o->max_bytes,
-           o->factor, o->warmup, o->iters, o->check, o->root, o->offset, o->blocking);
+           o->factor, o->warmup, o->iters, o->check, o->root, o->offset, o->alloc ? " from the library's allocator" : "",
+           o->blocking);
     printf("#\n#%63s%s%27s%s\n", "", "out-of-place", "", "in-place");
     printf("#%11s  %12s  %8s  %6s  %6s", "size", "count", "type", "redop", "root");
     for (int m = 0; m < 2; m++) printf("  %9s  %7s  %7s  %6s", "time", "algbw", "busbw", "#wrong");
@@ -542,6 +546,14 @@ static int run_sizes(row_t *row, totals_t *tot)
     return 0;
 }
 
+static void buffer_free(const perf_opts_t *o, const perf_backend_t *be, void *buf)
+{
+    if (o->alloc && buf)
+        be->mem_free(be->ctx, buf);
+    else
+        free(buf);
+}
+
 int perf_main(const perf_opts_t *o, const perf_backend_t *be)
 {
     if (o->root >= be->nranks) {
@@ -561,9 +573,14 @@ int perf_main(const perf_opts_t *o, const perf_backend_t *be)
     size_t bytes = (size_t)CHORUS_MAX(o->max_bytes, 1);
     void *a = NULL, *b = NULL;
     size_t off = (size_t)o->offset;
-    if (posix_memalign(&a, 4096, bytes + off) || posix_memalign(&b, 4096, bytes + off)) {
+    if (o->alloc && !be->mem_alloc) {
+        if (be->rank == 0) fprintf(stderr, "-R 1: %s has no allocator of its own\n", program_invocation_short_name);
+        return 2;
+    }
+    if (o->alloc ? be->mem_alloc(be->ctx, bytes + off, &a) || be->mem_alloc(be->ctx, bytes + off, &b)
+                 : posix_memalign(&a, 4096, bytes + off) || posix_memalign(&b, 4096, bytes + off)) {
         fprintf(stderr, "%s: cannot allocate two buffers of %zu bytes\n", program_invocation_short_name, bytes);
-        free(a);
+        buffer_free(o, be, a);
         return 1;
     }
     row.buf_a = (char *)a + off;
@@ -587,8 +604,8 @@ int perf_main(const perf_opts_t *o, const perf_backend_t *be)
             failed = run_sizes(&row, &tot) != 0;
         }
     }
-    free(a);
-    free(b);
+    buffer_free(o, be, a);
+    buffer_free(o, be, b);
     if (failed) return 1;
     if (be->rank == 0) {
         printf("# Out of bounds values : %lld %s\n", (long long)tot.wrong, tot.wrong ? "FAILED" : "OK");

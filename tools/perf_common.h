@@ -36,6 +36,7 @@ typedef struct perf_opts {
     chorus_redop_t ops[chorus_num_ops];
     const char *algo; /* -a: the algorithm to force, "all", or NULL; the backend applies it */
     int offset;       /* -O: bytes past a page boundary where both buffers start */
+    int alloc;        /* -R: 1, buffers from the backend's mem_alloc */
     int blocking;     /* -z: 1, each call completes before it returns; 0, calls are queued (a stream) and
                        * waited for after the timed loop, as nccl-tests does by default */
 } perf_opts_t;
@@ -72,6 +73,9 @@ typedef struct perf_backend {
     /* With -z 0: wait for every call run has queued (0 on success; on failure it has printed why). A
      * backend without it runs blocking calls only. */
     int (*sync)(void *ctx);
+    /* Optional, for -R 1: the library's allocator for communication memory (0 on success). */
+    int (*mem_alloc)(void *ctx, size_t bytes, void **ptr_p);
+    void (*mem_free)(void *ctx, void *ptr);
 } perf_backend_t;
 
 /* Parses "COLLECTIVE [flags]". Returns 0 to run, 1 if help was printed, -1 on a usage error (printed).

@@ -19,13 +19,13 @@ chorus_result_t allgather_cma(prims_t *p, const coll_args_t *a)
     uint64_t *slot;
     const void *const *slots;
     CHECK(prims_direct_begin(p, (void **)&slot));
-    slot[0] = (uint64_t)(uintptr_t)a->sendbuf;
+    slot[0] = prims_direct_share(p, a->sendbuf, bytes);
     prims_direct_publish(p, sizeof(*slot));
     if (out + (size_t)rank * bytes != a->sendbuf) copy_out(out + (size_t)rank * bytes, a->sendbuf, bytes);
     CHECK(prims_direct_wait_all(p, &slots));
     for (int i = 1; i < n; i++) {
         int q = (rank + i) % n;
-        CHECK(prims_direct_read(p, q, *(const uint64_t *)slots[q], out + (size_t)q * bytes, bytes));
+        CHECK(prims_direct_read(p, q, *(const uint64_t *)slots[q], out + (size_t)q * bytes, bytes, 1));
     }
     return direct_empty_phase(p);
 }

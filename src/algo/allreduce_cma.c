@@ -44,14 +44,14 @@ static chorus_result_t combine_slice(prims_t *p, const uint64_t *addrs, const ch
             if (q == rank) {
                 part[q] = own + at;
             } else {
-                CHECK(prims_direct_read(p, q, addrs[2 * q] + at, buf[q], len));
+                CHECK(prims_direct_read(p, q, addrs[2 * q] + at, buf[q], len, 0));
                 part[q] = buf[q];
             }
         }
         reduce_apply3(out + at, part[0], part[1], c, red->dtype, red->op);
         for (int q = 2; q < n; q++) {
             const char *x = q == rank ? (need_own ? buf[2] : own + at) : buf[0];
-            if (q != rank) CHECK(prims_direct_read(p, q, addrs[2 * q] + at, buf[0], len));
+            if (q != rank) CHECK(prims_direct_read(p, q, addrs[2 * q] + at, buf[0], len, 0));
             reduce_apply(out + at, x, c, red->dtype, red->op);
         }
         reduce_finish(out + at, c, red->dtype, red->op, n);
@@ -68,8 +68,9 @@ chorus_result_t allreduce_cma(prims_t *p, const coll_args_t *a)
     const void *const *slots;
     CHECK(prims_scratch(p, 1, 2 * (size_t)n * sizeof(*addrs), (void **)&addrs));
     CHECK(prims_direct_begin(p, (void **)&slot));
-    slot[0] = (uint64_t)(uintptr_t)a->sendbuf;
-    slot[1] = (uint64_t)(uintptr_t)out;
+    size_t bytes = a->count * red.elem;
+    slot[0] = prims_direct_share(p, a->sendbuf, bytes);
+    slot[1] = prims_direct_share(p, out, bytes);
     prims_direct_publish(p, 2 * sizeof(*slot));
     CHECK(prims_direct_wait_all(p, &slots));
     for (int q = 0; q < n; q++) memcpy(addrs + 2 * q, slots[q], 2 * sizeof(*addrs));
@@ -83,7 +84,7 @@ chorus_result_t allreduce_cma(prims_t *p, const coll_args_t *a)
         int q = (rank + i) % n;
         prims_partition(a->count, n, q, &off, &cnt);
         if (cnt)
-            CHECK(prims_direct_read(p, q, addrs[2 * q + 1] + off * red.elem, out + off * red.elem, cnt * red.elem));
+            CHECK(prims_direct_read(p, q, addrs[2 * q + 1] + off * red.elem, out + off * red.elem, cnt * red.elem, 1));
     }
     return direct_empty_phase(p);
 }

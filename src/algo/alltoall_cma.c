@@ -26,7 +26,7 @@ chorus_result_t alltoall_cma(prims_t *p, const coll_args_t *a)
     uint64_t *slot;
     const void *const *slots;
     CHECK(prims_direct_begin(p, (void **)&slot));
-    slot[0] = (uint64_t)(uintptr_t)in;
+    slot[0] = prims_direct_share(p, in, bytes * (size_t)n);
     prims_direct_publish(p, sizeof(*slot));
     /* In place the output was just read into scratch and sits in the cache: no streaming past it. */
     if (in == a->sendbuf)
@@ -37,7 +37,7 @@ chorus_result_t alltoall_cma(prims_t *p, const coll_args_t *a)
     for (int i = 1; i < n; i++) {
         int q = (rank + i) % n;
         CHECK(prims_direct_read(p, q, *(const uint64_t *)slots[q] + (uint64_t)rank * bytes, out + (size_t)q * bytes,
-                                bytes));
+                                bytes, 1));
     }
     return direct_empty_phase(p);
 }

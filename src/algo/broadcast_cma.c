@@ -18,13 +18,13 @@ chorus_result_t broadcast_cma(prims_t *p, const coll_args_t *a)
     uint64_t *slot;
     const void *theirs;
     CHECK(prims_direct_begin(p, (void **)&slot));
-    slot[0] = (uint64_t)(uintptr_t)a->sendbuf;
+    slot[0] = rank == a->root ? prims_direct_share(p, a->sendbuf, bytes) : 0;
     prims_direct_publish(p, sizeof(*slot));
     if (rank == a->root) {
         if (a->sendbuf != a->recvbuf) copy_out(a->recvbuf, a->sendbuf, bytes);
     } else {
         CHECK(prims_direct_wait(p, a->root, &theirs));
-        CHECK(prims_direct_read(p, a->root, *(const uint64_t *)theirs, a->recvbuf, bytes));
+        CHECK(prims_direct_read(p, a->root, *(const uint64_t *)theirs, a->recvbuf, bytes, 1));
     }
     return direct_empty_phase(p);
 }

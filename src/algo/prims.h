@@ -124,7 +124,17 @@ chorus_result_t prims_direct_wait_all(prims_t *p, const void *const **slots_p);
  * its slot, and peers copy straight out of that buffer; it must keep the buffer unchanged until every
  * reader is done (a phase the readers publish when done). */
 int prims_direct_single_copy(const prims_t *p);
-chorus_result_t prims_direct_read(prims_t *p, int peer, uint64_t addr, void *dst, size_t bytes);
+/* The address to publish for peers' single-copy reads of buf's bytes. Where buf lies in memory from
+ * chorus_mem_alloc, readers map it and copy out of the mapping instead (docs/algorithms.md, "Buffers
+ * from chorus_mem_alloc"). */
+uint64_t prims_direct_share(prims_t *p, const void *buf, size_t bytes);
+/* Whether buf's bytes lie in memory from chorus_mem_alloc (this rank's view only). */
+int prims_direct_in_shared_memory(const void *buf, size_t bytes);
+/* One phase in which every rank says yes or no (mine); *all_p: whether every rank said yes. */
+chorus_result_t prims_direct_agree(prims_t *p, int mine, int *all_p);
+/* Copy bytes at peer's published address addr into dst. out: dst is an output that nothing reads back
+ * within the call (large copies into it may stream past the cache, util/copy.h). */
+chorus_result_t prims_direct_read(prims_t *p, int peer, uint64_t addr, void *dst, size_t bytes, int out);
 
 /* Balanced partition of count elements into nblocks: block i starts at *off_p and has *cnt_p elements
  * (the first count % nblocks blocks get one more). */

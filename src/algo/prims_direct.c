@@ -6,6 +6,7 @@
 
 #include "algo/algo.h"
 #include "algo/prims_impl.h"
+#include "transport/shm/region.h"
 #include "util/log.h"
 #include "util/util.h"
 
@@ -145,9 +146,35 @@ chorus_result_t prims_direct_wait_all(prims_t *p, const void *const **slots_p)
 
 int prims_direct_single_copy(const prims_t *p) { return p->arena && p->single_copy; }
 
-chorus_result_t prims_direct_read(prims_t *p, int peer, uint64_t addr, void *dst, size_t bytes)
+int prims_direct_in_shared_memory(const void *buf, size_t bytes)
 {
-    int e = shm_arena_read(p->arena, peer, addr, dst, bytes);
+    shm_region_t r;
+    return shm_region_find((uint64_t)(uintptr_t)buf, bytes, &r);
+}
+
+chorus_result_t prims_direct_agree(prims_t *p, int mine, int *all_p)
+{
+    uint8_t yes = mine != 0;
+    const void *const *slots;
+    CHECK(prims_direct_begin_inline(p));
+    prims_direct_publish_inline(p, &yes, 1);
+    CHECK(prims_direct_wait_all(p, &slots));
+    int all = yes;
+    for (int q = 0; q < p->nranks; q++)
+        if (q != p->rank) all &= *(const uint8_t *)slots[q] != 0;
+    *all_p = all;
+    return CHORUS_SUCCESS;
+}
+
+uint64_t prims_direct_share(prims_t *p, const void *buf, size_t bytes)
+{
+    shm_arena_share(p->arena, p->rank, buf, bytes);
+    return (uint64_t)(uintptr_t)buf;
+}
+
+chorus_result_t prims_direct_read(prims_t *p, int peer, uint64_t addr, void *dst, size_t bytes, int out)
+{
+    int e = shm_arena_read(p->arena, peer, addr, dst, bytes, out);
     if (!e) return CHORUS_SUCCESS;
     snprintf(p->err, p->errlen, "%s #%llu phase %u: cannot read %zu bytes of rank %d (%s): %s%s", p->op_name,
              (unsigned long long)p->op_seq, p->phase, bytes, peer, prims_host(p, peer), strerror(e),

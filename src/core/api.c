@@ -1,4 +1,5 @@
 /* The public collective and point-to-point entry points: check arguments, build the call, run it. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,6 +7,7 @@
 #include "algo/algo.h"
 #include "core/comm.h"
 #include "core/stream.h"
+#include "transport/shm/region.h"
 #include "util/log.h"
 #include "util/util.h"
 
@@ -126,10 +128,11 @@ static chorus_result_t coll_run_algo(chorus_comm_t comm, const coll_args_t *a)
     if (!algo_config_allows(&comm->algo, algo) && !comm->algo_fallback_logged++)
         LOG_WARN(LOG_SUB_ALGO, "CHORUS_ALGO allows no %s algorithm this communicator supports (see docs/algorithms.md "
                  "for what each needs); using %s", coll_name(a->coll), algo->name);
+    chorus_result_t res = algo_for_shared_buffers(&comm->prims, a, &comm->tune.comm.caps, &comm->algo, &algo);
     recorder_algo(&comm->rec, algo->name);
     LOG_DEBUG(LOG_SUB_COLL, "%s #%llu: count %zu %s via %s", coll_name(a->coll), (unsigned long long)comm->coll_seq,
               a->count, dtype_name(a->dtype), algo->name);
-    chorus_result_t res = algo->run(&comm->prims, a);
+    if (res == CHORUS_SUCCESS) res = algo->run(&comm->prims, a);
     if (res != CHORUS_SUCCESS && !comm->last_error[0])
         comm_error(comm, res, "%s #%llu failed: %s", coll_name(a->coll), (unsigned long long)comm->coll_seq,
                    chorus_strerror(res));
@@ -405,4 +408,23 @@ chorus_result_t chorus_recv(void *recvbuf, size_t count, chorus_datatype_t datat
     comm_call_t c = {.kind = CALL_RECV};
     chorus_result_t res = p2p_call(comm, "recv", recvbuf, count, datatype, peer, stream, &c);
     return api_submit(comm, stream, "recv", res, &c);
+}
+
+chorus_result_t chorus_mem_alloc(void **ptr_p, size_t bytes)
+{
+    if (!ptr_p) return comm_error(NULL, CHORUS_ERR_INVALID_ARGUMENT, "mem_alloc: ptr_p is NULL");
+    if (!bytes) return comm_error(NULL, CHORUS_ERR_INVALID_ARGUMENT, "mem_alloc: bytes is 0; ask for at least one byte");
+    int e = shm_region_alloc(bytes, ptr_p);
+    if (e == ENOMEM) return comm_error(NULL, CHORUS_ERR_NO_MEMORY, "mem_alloc: cannot allocate %zu bytes", bytes);
+    if (e)
+        return comm_error(NULL, CHORUS_ERR_SYSTEM, "mem_alloc: cannot allocate %zu bytes of shared memory: %s", bytes,
+                          strerror(e));
+    return CHORUS_SUCCESS;
+}
+
+chorus_result_t chorus_mem_free(void *ptr)
+{
+    if (!ptr || shm_region_free(ptr) == 0) return CHORUS_SUCCESS;
+    return comm_error(NULL, CHORUS_ERR_INVALID_ARGUMENT,
+                      "mem_free: %p is not a buffer chorus_mem_alloc returned (or it was freed already)", ptr);
 }

@@ -85,14 +85,15 @@ chorus_result_t comm_tune_init(chorus_comm_t comm, int ranks_per_host, int partn
 }
 
 const char *comm_model_predict(chorus_comm_t comm, int coll, size_t count, chorus_datatype_t dtype, chorus_redop_t op,
-                               int root, int in_place, double *seconds_p)
+                               int root, int in_place, int shared, double *seconds_p)
 {
     *seconds_p = NAN;
     if (coll < 0 || coll >= COLL_COUNT) return NULL;
     static char in; /* never read or written: selection only compares the pointers (algo_in_place) */
     coll_args_t a = {.coll = (coll_kind_t)coll, .sendbuf = &in, .recvbuf = in_place ? &in : NULL, .count = count,
                      .dtype = dtype, .op = op, .root = root};
-    const algo_desc_t *d = tune_select(&comm->tune, &a, &comm->algo);
+    const algo_desc_t *d = tune_select(&comm->tune, &a, &comm->algo), *twin;
+    if (d && shared && (twin = algo_shared_twin(&a, comm->nranks, &comm->tune.comm.caps, &comm->algo, d))) d = twin;
     if (d) *seconds_p = tune_predict(&comm->tune.file.params, &comm->tune.comm, d, (double)algo_call_bytes(&a, comm->nranks));
     return d ? d->name : NULL;
 }

@@ -108,6 +108,42 @@ int shmem_peer_read(int pid, uint64_t addr, void *dst, size_t bytes)
     return 0;
 }
 
+int shmem_anon_create(size_t bytes, int *fd_p, void **map_p)
+{
+    int fd = (int)syscall(SYS_memfd_create, "chorus-buffer", MFD_CLOEXEC);
+    if (fd < 0) return errno;
+    int e = ftruncate(fd, (off_t)bytes) == 0 ? 0 : errno;
+    void *map = e ? MAP_FAILED : mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (!e && map == MAP_FAILED) e = errno;
+    if (e) {
+        close(fd);
+        return e;
+    }
+    *fd_p = fd;
+    *map_p = map;
+    return 0;
+}
+
+int shmem_peer_map(int pid, int fd, size_t bytes, const void **map_p)
+{
+#if defined(SYS_pidfd_open) && defined(SYS_pidfd_getfd)
+    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pidfd < 0) return errno;
+    int mine = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+    int e = mine < 0 ? errno : 0;
+    close(pidfd);
+    if (e) return e;
+    void *map = mmap(NULL, bytes, PROT_READ, MAP_SHARED, mine, 0);
+    e = map == MAP_FAILED ? errno : 0;
+    close(mine);
+    if (!e) *map_p = map;
+    return e;
+#else
+    (void)pid, (void)fd, (void)bytes, (void)map_p;
+    return ENOSYS;
+#endif
+}
+
 void shmem_futex_wait(_Atomic uint32_t *word, uint32_t expected, int timeout_ms)
 {
     struct timespec ts = {.tv_sec = timeout_ms / 1000, .tv_nsec = (long)(timeout_ms % 1000) * 1000000L};

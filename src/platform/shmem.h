@@ -23,6 +23,13 @@ void shmem_prefault(const void *map, size_t bytes);
  * Returns 0, or the errno (EPERM where the kernel's ptrace policy forbids it, ESRCH for a gone process). */
 int shmem_peer_read(int pid, uint64_t addr, void *dst, size_t bytes);
 
+/* Anonymous shared memory that other processes may map: a memfd of `bytes`, mapped read-write. Returns
+ * 0 with its descriptor in *fd_p, or the errno. Pages are supplied on first touch, as malloc's are. */
+int shmem_anon_create(size_t bytes, int *fd_p, void **map_p);
+/* Map `bytes` of another process's descriptor `fd` read-only (pidfd_getfd: the same permission as
+ * process_vm_readv). Returns 0, or the errno (ENOSYS where the kernel has no pidfd_getfd). */
+int shmem_peer_map(int pid, int fd, size_t bytes, const void **map_p);
+
 /* Futexes on 32-bit words in memory shared between processes (not FUTEX_PRIVATE). */
 /* Sleep while *word == expected, at most timeout_ms; returns early on a wake, a signal or a changed word. */
 void shmem_futex_wait(_Atomic uint32_t *word, uint32_t expected, int timeout_ms);

@@ -140,7 +140,7 @@ int main(void)
     check_refusals(name, token);
     uint8_t self[SHM_ARENA_TOKEN_BYTES];
     shm_arena_set_self(a, 0, token);
-    single_copy = shm_arena_read(a, 0, (uint64_t)(uintptr_t)token, self, sizeof(self)) == 0;
+    single_copy = shm_arena_read(a, 0, (uint64_t)(uintptr_t)token, self, sizeof(self), 0) == 0;
     if (!single_copy) printf("process_vm_readv is not permitted here: single-copy checks skipped\n");
     pid_t kids[NRANKS];
     for (int r = 1; r < NRANKS; r++)
@@ -175,7 +175,7 @@ int main(void)
         TEST_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank %d: status %#x (failures or 100: no open)",
                     r, status);
     }
-    TEST_ASSERT(!single_copy || shm_arena_read(a, 1, (uint64_t)(uintptr_t)probe, tag, 4) == ESRCH,
+    TEST_ASSERT(!single_copy || shm_arena_read(a, 1, (uint64_t)(uintptr_t)probe, tag, 4, 0) == ESRCH,
                 "a gone rank: ESRCH");
     check_stamps(a);
     shm_arena_close(a);

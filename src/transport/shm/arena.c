@@ -11,10 +11,13 @@
 
 #include "platform/shmem.h"
 #include "platform/socket.h"
+#include "transport/shm/region.h"
+#include "util/copy.h"
+#include "util/log.h"
 #include "util/util.h"
 
 #define ARENA_MAGIC 0x63686f7275734101ull
-#define ARENA_VERSION 2u
+#define ARENA_VERSION 3u
 /* Two 64-byte lines per rank: adjacent-line prefetchers would otherwise make neighbours share. */
 #define ARENA_LINE 128
 
@@ -50,14 +53,40 @@ typedef struct arena_line {
     uint64_t probe;                             /* and where it keeps a copy of the token */
 } arena_line_t;
 
+/* A region of chorus_mem_alloc memory (transport/shm/region.h) a rank shares: what a peer needs to map it.
+ * Only its owner writes it, before publishing the phase whose slot holds an address in it. */
+typedef struct arena_region {
+    uint64_t id; /* 0: none */
+    uint64_t base;
+    uint64_t bytes;
+    uint64_t fd;
+} arena_region_t;
+#define ARENA_REGIONS 8 /* per rank: a call shares two at most */
+
+/* A peer's region as this rank mapped it; map NULL: it could not be mapped (read it with
+ * process_vm_readv instead). */
+typedef struct arena_map {
+    uint64_t id;
+    uint64_t base;
+    uint64_t bytes;
+    const char *map;
+    uint64_t used; /* when it was last read: the least recently read goes first */
+} arena_map_t;
+#define ARENA_MAPS 8 /* per peer */
+
 struct shm_arena {
     arena_hdr_t *hdr;
     arena_line_t *lines;
     arena_stamp_t *stamps; /* nstamps per rank, by rank */
+    arena_region_t *regions; /* ARENA_REGIONS per rank, by rank */
+    arena_map_t *maps;       /* this rank's mappings: ARENA_MAPS per peer, by rank */
+    uint64_t reads;
+    uint32_t next_region;
     uint32_t nstamps;
     char *slots;
     size_t slot_bytes;
     size_t map_bytes;
+    int nranks;
 };
 
 static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
@@ -79,7 +108,8 @@ static size_t arena_layout(int nranks, size_t *slot_bytes, size_t *head_p)
     size_t slot = round_up(CHORUS_MAX(*slot_bytes, (size_t)1), page), total;
     if (nranks < 1 || slot < *slot_bytes || __builtin_mul_overflow(slot, 2 * (size_t)nranks, &total)) return 0;
     size_t head = round_up(round_up(sizeof(arena_hdr_t), ARENA_LINE) +
-                               (size_t)nranks * (sizeof(arena_line_t) + arena_stamps(nranks) * sizeof(arena_stamp_t)),
+                               (size_t)nranks * (sizeof(arena_line_t) + arena_stamps(nranks) * sizeof(arena_stamp_t) +
+                                                 ARENA_REGIONS * sizeof(arena_region_t)),
                            page);
     if (__builtin_add_overflow(total, head, &total)) return 0;
     *slot_bytes = slot;
@@ -100,11 +130,18 @@ static shm_arena_t *arena_wrap(void *map, size_t map_bytes, int nranks, size_t h
 {
     shm_arena_t *a = calloc(1, sizeof(*a));
     if (!a) return NULL;
+    a->maps = calloc((size_t)nranks * ARENA_MAPS, sizeof(*a->maps));
+    if (!a->maps) {
+        free(a);
+        return NULL;
+    }
     shmem_prefault(map, map_bytes);
     a->hdr = map;
     a->lines = (arena_line_t *)((char *)map + round_up(sizeof(arena_hdr_t), ARENA_LINE));
     a->stamps = (arena_stamp_t *)(a->lines + nranks);
     a->nstamps = arena_stamps(nranks);
+    a->regions = (arena_region_t *)(a->stamps + (size_t)nranks * a->nstamps);
+    a->nranks = nranks;
     a->slots = (char *)map + head;
     a->slot_bytes = slot_bytes;
     a->map_bytes = map_bytes;
@@ -182,6 +219,9 @@ void shm_arena_unlink(const char *name) { shm_unlink(name); }
 void shm_arena_close(shm_arena_t *arena)
 {
     if (!arena) return;
+    for (size_t i = 0; i < (size_t)arena->nranks * ARENA_MAPS; i++)
+        if (arena->maps[i].map) munmap((void *)arena->maps[i].map, arena->maps[i].bytes);
+    free(arena->maps);
     munmap(arena->hdr, arena->map_bytes);
     free(arena);
 }
@@ -299,7 +339,7 @@ void shm_arena_set_self(shm_arena_t *arena, int rank, const uint8_t *probe)
 int shm_arena_can_read(const shm_arena_t *arena, int rank, char *err, size_t errlen)
 {
     uint8_t seen[SHM_ARENA_TOKEN_BYTES];
-    int e = shm_arena_read(arena, rank, arena->lines[rank].probe, seen, sizeof(seen));
+    int e = shmem_peer_read((int)arena->lines[rank].pid, arena->lines[rank].probe, seen, sizeof(seen));
     if (e)
         snprintf(err, errlen, "process_vm_readv from rank %d (pid %llu): %s%s", rank,
                  (unsigned long long)arena->lines[rank].pid, strerror(e),
@@ -310,7 +350,66 @@ int shm_arena_can_read(const shm_arena_t *arena, int rank, char *err, size_t err
     return !e && memcmp(seen, arena->hdr->token, sizeof(seen)) == 0;
 }
 
-int shm_arena_read(const shm_arena_t *arena, int rank, uint64_t addr, void *dst, size_t bytes)
+static int ranges_meet(uint64_t a, uint64_t an, uint64_t b, uint64_t bn) { return a < b + bn && b < a + an; }
+
+void shm_arena_share(shm_arena_t *arena, int rank, const void *buf, size_t bytes)
 {
-    return shmem_peer_read((int)arena->lines[rank].pid, addr, dst, bytes);
+    shm_region_t r;
+    if (!bytes || !shm_region_find((uint64_t)(uintptr_t)buf, bytes, &r)) return;
+    arena_region_t *t = arena->regions + (size_t)rank * ARENA_REGIONS;
+    for (int i = 0; i < ARENA_REGIONS; i++) {
+        if (t[i].id == r.id) return;
+        /* A region freed since, whose address range the new one takes: no reader may find it again. */
+        if (t[i].id && ranges_meet(t[i].base, t[i].bytes, r.base, r.bytes)) t[i].id = 0;
+    }
+    t[arena->next_region++ % ARENA_REGIONS] =
+        (arena_region_t){.id = r.id, .base = r.base, .bytes = r.bytes, .fd = (uint64_t)r.fd};
+}
+
+/* Where this process sees [addr, addr + bytes) of rank's memory, if rank shared the region holding it and
+ * it could be mapped; else NULL. A region is mapped on its first read and stays mapped (ARENA_MAPS per
+ * peer, the least recently read unmapped first, and any the peer's newer regions overlap). */
+static const char *arena_mapped(shm_arena_t *arena, int rank, uint64_t addr, size_t bytes)
+{
+    const arena_region_t *t = arena->regions + (size_t)rank * ARENA_REGIONS;
+    arena_region_t r = {0};
+    for (int i = 0; i < ARENA_REGIONS && !r.id; i++)
+        if (t[i].id && addr >= t[i].base && addr - t[i].base <= t[i].bytes && bytes <= t[i].bytes - (addr - t[i].base))
+            r = t[i];
+    if (!r.id) return NULL;
+    arena_map_t *m = arena->maps + (size_t)rank * ARENA_MAPS, *slot = NULL;
+    for (int i = 0; i < ARENA_MAPS; i++) {
+        if (m[i].id == r.id) {
+            m[i].used = ++arena->reads;
+            return m[i].map ? m[i].map + (addr - r.base) : NULL;
+        }
+        if (m[i].id && ranges_meet(m[i].base, m[i].bytes, r.base, r.bytes)) {
+            if (m[i].map) munmap((void *)m[i].map, m[i].bytes);
+            m[i] = (arena_map_t){0};
+        }
+    }
+    for (int i = 0; i < ARENA_MAPS; i++)
+        if (!slot || !m[i].id || (slot->id && m[i].used < slot->used)) slot = &m[i];
+    if (slot->id && slot->map) munmap((void *)slot->map, slot->bytes);
+    const void *map = NULL;
+    int e = shmem_peer_map((int)arena->lines[rank].pid, (int)r.fd, r.bytes, &map);
+    if (e)
+        LOG_INFO(LOG_SUB_SHM, "cannot map rank %d's buffer of %llu bytes (chorus_mem_alloc): %s; reading it with "
+                 "process_vm_readv", rank, (unsigned long long)r.bytes, strerror(e));
+    else
+        LOG_INFO(LOG_SUB_SHM, "mapped rank %d's buffer of %llu bytes (chorus_mem_alloc): reads from it are plain "
+                 "copies", rank, (unsigned long long)r.bytes);
+    *slot = (arena_map_t){.id = r.id, .base = r.base, .bytes = r.bytes, .map = e ? NULL : map, .used = ++arena->reads};
+    return slot->map ? slot->map + (addr - r.base) : NULL;
+}
+
+int shm_arena_read(shm_arena_t *arena, int rank, uint64_t addr, void *dst, size_t bytes, int out)
+{
+    const char *src = arena_mapped(arena, rank, addr, bytes);
+    if (!src) return shmem_peer_read((int)arena->lines[rank].pid, addr, dst, bytes);
+    if (out)
+        copy_out(dst, src, bytes);
+    else
+        copy_bytes(dst, src, bytes);
+    return 0;
 }

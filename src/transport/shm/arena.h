@@ -23,7 +23,10 @@
  * them. A seq-cst store/load pair on each side makes a lost wake-up impossible.
  *
  * Single copy. Each rank may also publish its process id and the address of a probe in its own memory,
- * so that peers can read its private memory directly (process_vm_readv) where the kernel allows it.
+ * so that peers can read its private memory directly (process_vm_readv) where the kernel allows it. A
+ * buffer in memory from chorus_mem_alloc (transport/shm/region.h) is shared instead: its owner lists the
+ * region in the arena before publishing its address, and a reader maps the region (pidfd_getfd, the same
+ * permission) on its first read and copies out of the mapping from then on, with no pages pinned per call.
  *
  * Set-up. One rank creates the segment (O_EXCL, 0600, its name derived from the communicator's secret)
  * with a random token in its header; the others open it and check the token they were told over their
@@ -109,7 +112,12 @@ void shm_arena_sleep(shm_arena_t *arena, int rank, uint32_t phase, int timeout_m
 void shm_arena_set_self(shm_arena_t *arena, int rank, const uint8_t *probe);
 /* Whether rank's memory can be read directly: its probe holds the token. err says why not. */
 int shm_arena_can_read(const shm_arena_t *arena, int rank, char *err, size_t errlen);
-/* Copy bytes at address addr of rank's memory into dst (one copy). Returns 0 or the errno. */
-int shm_arena_read(const shm_arena_t *arena, int rank, uint64_t addr, void *dst, size_t bytes);
+/* Before publishing buf's address for single-copy reads: if buf lies in a region of chorus_mem_alloc
+ * memory, list the region (this is rank's arena line) so that readers can map it. */
+void shm_arena_share(shm_arena_t *arena, int rank, const void *buf, size_t bytes);
+/* Copy bytes at address addr of rank's memory into dst (one copy): out of the mapping where rank shared
+ * the region, else with process_vm_readv. out: dst is an output nothing reads back soon (copy_out). Returns 0
+ * or the errno. */
+int shm_arena_read(shm_arena_t *arena, int rank, uint64_t addr, void *dst, size_t bytes, int out);
 
 #endif
