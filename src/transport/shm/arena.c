@@ -355,8 +355,13 @@ static int ranges_meet(uint64_t a, uint64_t an, uint64_t b, uint64_t bn) { retur
 void shm_arena_share(shm_arena_t *arena, int rank, const void *buf, size_t bytes)
 {
     shm_region_t r;
-    if (!bytes || !shm_region_find((uint64_t)(uintptr_t)buf, bytes, &r)) return;
     arena_region_t *t = arena->regions + (size_t)rank * ARENA_REGIONS;
+    if (!shm_region_find((uint64_t)(uintptr_t)buf, bytes, &r)) {
+        /* Memory of another kind now where a region was (freed since): no reader may look for it there. */
+        for (int i = 0; i < ARENA_REGIONS; i++)
+            if (t[i].id && ranges_meet(t[i].base, t[i].bytes, (uint64_t)(uintptr_t)buf, bytes)) t[i].id = 0;
+        return;
+    }
     for (int i = 0; i < ARENA_REGIONS; i++) {
         if (t[i].id == r.id) return;
         /* A region freed since, whose address range the new one takes: no reader may find it again. */

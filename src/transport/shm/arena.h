@@ -112,8 +112,10 @@ void shm_arena_sleep(shm_arena_t *arena, int rank, uint32_t phase, int timeout_m
 void shm_arena_set_self(shm_arena_t *arena, int rank, const uint8_t *probe);
 /* Whether rank's memory can be read directly: its probe holds the token. err says why not. */
 int shm_arena_can_read(const shm_arena_t *arena, int rank, char *err, size_t errlen);
-/* Before publishing buf's address for single-copy reads: if buf lies in a region of chorus_mem_alloc
- * memory, list the region (this is rank's arena line) so that readers can map it. */
+/* Before publishing buf's address for single-copy reads (every such address must pass here): if buf lies
+ * in a region of chorus_mem_alloc memory, list the region (rank is this rank) so that readers can map it;
+ * if not, unlist any freed region that [buf, buf + bytes) overlaps, whose old pages readers would
+ * otherwise still find mapped. */
 void shm_arena_share(shm_arena_t *arena, int rank, const void *buf, size_t bytes);
 /* Copy bytes at address addr of rank's memory into dst (one copy): out of the mapping where rank shared
  * the region, else with process_vm_readv. out: dst is an output nothing reads back soon (copy_out). Returns 0
