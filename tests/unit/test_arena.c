@@ -1,15 +1,17 @@
 /* The host arena (src/transport/shm/arena.c) between real processes: set-up and its refusals, phases with
  * their tags, stamped small payloads and slots, a sleeper woken by a publication in another process,
- * single-copy reads, and nothing left in /dev/shm. */
+ * single-copy reads, reads out of shared regions (chorus_mem_alloc) and nothing left in /dev/shm. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "test.h"
 #include "transport/shm/arena.h"
+#include "transport/shm/region.h"
 
 #define NRANKS 3
 #define SLOT 5000 /* rounded up to whole pages */
@@ -125,6 +127,79 @@ static void check_stamps(shm_arena_t *a)
                 "the phase after it still stamped; passed compares with the last");
 }
 
+/* Mappings of chorus_mem_alloc regions in this process (their memfds' name), from /proc/self/maps. */
+static int region_mappings(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[512];
+    int n = 0;
+    while (f && fgets(line, sizeof(line), f)) n += strstr(line, "memfd:chorus-buffer") != NULL;
+    if (f) fclose(f);
+    return n;
+}
+
+static void fill(uint8_t *p, size_t n, int seed)
+{
+    for (size_t i = 0; i < n; i++) p[i] = (uint8_t)(i * 7 + (size_t)seed);
+}
+
+static int matches(const uint8_t *p, size_t n, size_t from, int seed)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != (uint8_t)((from + i) * 7 + (size_t)seed)) return 0;
+    return 1;
+}
+
+/* Rank 0 (this process) shares regions and reads them back as its own peer would: the first read maps
+ * the region (one more mapping of its memfd), later ones reuse it; a region freed and replaced at its
+ * address by memory of another kind must be read from that memory, not the old mapping; at most 8 of a
+ * rank's regions stay mapped. */
+static void check_shared_regions(shm_arena_t *a)
+{
+    enum { BYTES = 3 * 4096 + 100 };
+    uint8_t seen[BYTES];
+    void *buf;
+    TEST_ASSERT(shm_region_alloc(BYTES, &buf) == 0, "region of %d bytes", BYTES);
+    if (!buf) return;
+    fill(buf, BYTES, 1);
+    int before = region_mappings();
+    shm_arena_share(a, 0, (uint8_t *)buf + 100, 5000);
+    TEST_ASSERT(shm_arena_read(a, 0, (uint64_t)(uintptr_t)buf + 100, seen, 5000, 0) == 0 &&
+                    matches(seen, 5000, 100, 1), "a read out of a shared region");
+    TEST_ASSERT(region_mappings() == before + 1, "the first read maps the region (%d mappings, %d before)",
+                region_mappings(), before);
+    fill(buf, BYTES, 2); /* the mapping sees the owner's writes */
+    TEST_ASSERT(shm_arena_read(a, 0, (uint64_t)(uintptr_t)buf, seen, BYTES, 1) == 0 && matches(seen, BYTES, 0, 2) &&
+                    region_mappings() == before + 1, "a second read, through the same mapping");
+    shm_region_t r;
+    TEST_ASSERT(shm_region_find((uint64_t)(uintptr_t)buf + 10, 10, &r) && r.base == (uint64_t)(uintptr_t)buf &&
+                    !shm_region_find((uint64_t)(uintptr_t)buf + 10, r.bytes, &r), "region lookups by range");
+    TEST_ASSERT(shm_region_free((uint8_t *)buf + 1) == EINVAL, "free inside a region");
+    TEST_ASSERT(shm_region_free(buf) == 0, "free");
+    /* Memory of another kind where the region was. */
+    uint8_t *heap = mmap(buf, BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    TEST_ASSERT(heap == buf, "anonymous memory at the freed region's address");
+    if (heap == buf) {
+        fill(heap, BYTES, 3);
+        shm_arena_share(a, 0, heap, BYTES);
+        TEST_ASSERT(!single_copy || (shm_arena_read(a, 0, (uint64_t)(uintptr_t)heap, seen, BYTES, 0) == 0 &&
+                                     matches(seen, BYTES, 0, 3)),
+                    "the new memory is read, not the freed region's pages");
+        munmap(heap, BYTES);
+    }
+    void *many[10];
+    for (int i = 0; i < 10; i++) {
+        TEST_ASSERT(shm_region_alloc(4096, &many[i]) == 0, "region %d", i);
+        fill(many[i], 4096, 10 + i);
+        shm_arena_share(a, 0, many[i], 4096);
+        TEST_ASSERT(shm_arena_read(a, 0, (uint64_t)(uintptr_t)many[i], seen, 4096, 0) == 0 &&
+                        matches(seen, 4096, 0, 10 + i), "read of region %d", i);
+    }
+    TEST_ASSERT(region_mappings() == 10 + 8, "8 of a rank's regions mapped (%d mappings)",
+                region_mappings());
+    for (int i = 0; i < 10; i++) shm_region_free(many[i]);
+}
+
 int main(void)
 {
     test_set_timeout(60);
@@ -178,6 +253,9 @@ int main(void)
     TEST_ASSERT(!single_copy || shm_arena_read(a, 1, (uint64_t)(uintptr_t)probe, tag, 4, 0) == ESRCH,
                 "a gone rank: ESRCH");
     check_stamps(a);
+    shm_arena_set_self(a, 0, probe);
+    check_shared_regions(a);
     shm_arena_close(a);
+    TEST_ASSERT(region_mappings() == 0, "closing the arena unmaps the regions it mapped (%d left)", region_mappings());
     return test_report();
 }
