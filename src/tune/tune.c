@@ -114,7 +114,9 @@ double tune_stream_per_byte(const tune_params_t *tp, double copy_per_byte)
     return CHORUS_MIN(1 / tune_stream_rate(tp), copy_per_byte);
 }
 
-double tune_predict(const tune_params_t *tp, const tune_comm_t *tc, const algo_desc_t *d, double n)
+/* mapped: single-copy reads come out of mappings of the peers' buffers (chorus_mem_alloc), priced as
+ * reads of the arena's slots are, instead of at process_vm_readv's rate. */
+static double predict(const tune_params_t *tp, const tune_comm_t *tc, const algo_desc_t *d, double n, int mapped)
 {
     algo_shape_t shape = {.p = tc->nranks, .n = n, .chunk = tc->chunk, .slot = tc->slot, .shared = tc->caps.oversubscribed,
                           .hosts = tc->caps.hosts, .per_host = tc->caps.per_host};
@@ -127,7 +129,7 @@ double tune_predict(const tune_params_t *tp, const tune_comm_t *tc, const algo_d
                c.streamed * tune_stream_per_byte(tp, copy) +
                (c.reduced - c.slot_reduced) * ((1 - f) * tp->gamma[TUNE_CACHE] + f * tp->gamma[TUNE_MEMORY]) +
                c.slot_reduced * tp->gamma[TUNE_CACHE];
-    const double *rate = c.link == ALGO_LINK_CMA ? tp->beta_cma : tp->beta[link];
+    const double *rate = c.link == ALGO_LINK_CMA && !mapped ? tp->beta_cma : tp->beta[link];
     if (c.bytes > 0) t += (c.bytes - c.slot_bytes) * tune_per_byte(rate, f) + c.slot_bytes / rate[TUNE_CACHE];
     if (c.oneway > 0) t += c.oneway * tune_per_byte(tp->beta_oneway[link], f);
     t = CHORUS_MAX(t, c.steps * tp->alpha[link] + c.beside_copied * tune_per_byte(tp->beta_copy, f));
@@ -135,6 +137,16 @@ double tune_predict(const tune_params_t *tp, const tune_comm_t *tc, const algo_d
     if (c.inside_bytes > 0) inside += c.inside_bytes * tune_per_byte(tp->beta[tc->inside], f);
     if (c.inside_oneway > 0) inside += c.inside_oneway * tune_per_byte(tp->beta_oneway[tc->inside], f);
     return tune_share(tc) * (t + inside);
+}
+
+double tune_predict(const tune_params_t *tp, const tune_comm_t *tc, const algo_desc_t *d, double n)
+{
+    return predict(tp, tc, d, n, 0);
+}
+
+double tune_predict_mapped(const tune_params_t *tp, const tune_comm_t *tc, const algo_desc_t *d, double n)
+{
+    return predict(tp, tc, d, n, 1);
 }
 
 void tune_comm_set_cores(tune_comm_t *tc, int cores)

@@ -99,6 +99,9 @@ double tune_stream_per_byte(const tune_params_t *tp, double copy_per_byte);
 
 /* Predicted seconds for algorithm d moving n bytes (the whole buffer, as algo_shape_t says). */
 double tune_predict(const tune_params_t *tp, const tune_comm_t *tc, const algo_desc_t *d, double n);
+/* The same where every rank's buffers are chorus_mem_alloc's: single-copy reads out of mappings, priced at
+ * the arena's read rate (docs/algorithms.md, "Buffers from chorus_mem_alloc"). */
+double tune_predict_mapped(const tune_params_t *tp, const tune_comm_t *tc, const algo_desc_t *d, double n);
 
 /* The supported algorithm of a collective with the smallest prediction (ties: registry order), among
  * those allowed (NULL: any). */
