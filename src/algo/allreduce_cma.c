@@ -3,8 +3,9 @@
  * buffers (process_vm_readv), with nothing staged in the host arena. Every rank publishes the addresses
  * of its input and output. Phase 1: rank r combines slice r of the result (prims_partition) chunk by
  * chunk: it reads each peer's part of the chunk out of that peer's input into scratch, which stays in
- * cache, and combines the p parts in rank order into its output, so that every slice has the same bits
- * on every rank; then it says so. Phase 2: it reads every other rank's slice out of that rank's output
+ * cache (or, where the peer's input is a chorus_mem_alloc buffer this rank has mapped, takes the part
+ * where it lies), and combines the p parts in rank order into its output, so that every slice has the
+ * same bits on every rank; then it says so. Phase 2: it reads every other rank's slice out of that rank's output
  * into its own, says so, and returns once every peer has read its slice too.
  *
  * In place, rank r's output slice r overwrites only input that no peer reads (they read slices q != r in
@@ -20,6 +21,19 @@
 #include "algo/direct.h"
 #include "util/copy.h"
 #include "util/util.h"
+
+/* Peer q's len bytes at addr: in place where they are mapped (a chorus_mem_alloc buffer), else copied
+ * into buf. */
+static chorus_result_t peer_part(prims_t *p, int q, uint64_t addr, char *buf, size_t len, const char **part_p)
+{
+    const char *mapped = prims_direct_view(p, q, addr, len);
+    if (mapped) {
+        *part_p = mapped;
+        return CHORUS_SUCCESS;
+    }
+    *part_p = buf;
+    return prims_direct_read(p, q, addr, buf, len, 0);
+}
 
 /* This rank's slice of the result, cnt elements from element off, chunk by chunk: the p inputs' parts
  * (rank q's input at addrs[2 q], this rank's at own) combined in rank order into out. */
@@ -41,17 +55,15 @@ static chorus_result_t combine_slice(prims_t *p, const uint64_t *addrs, const ch
         const char *part[2];
         if (need_own) copy_bytes(buf[2], own + at, len);
         for (int q = 0; q < 2; q++) {
-            if (q == rank) {
+            if (q == rank)
                 part[q] = own + at;
-            } else {
-                CHECK(prims_direct_read(p, q, addrs[2 * q] + at, buf[q], len, 0));
-                part[q] = buf[q];
-            }
+            else
+                CHECK(peer_part(p, q, addrs[2 * q] + at, buf[q], len, &part[q]));
         }
         reduce_apply3(out + at, part[0], part[1], c, red->dtype, red->op);
         for (int q = 2; q < n; q++) {
-            const char *x = q == rank ? (need_own ? buf[2] : own + at) : buf[0];
-            if (q != rank) CHECK(prims_direct_read(p, q, addrs[2 * q] + at, buf[0], len, 0));
+            const char *x = need_own ? buf[2] : own + at;
+            if (q != rank) CHECK(peer_part(p, q, addrs[2 * q] + at, buf[0], len, &x));
             reduce_apply(out + at, x, c, red->dtype, red->op);
         }
         reduce_finish(out + at, c, red->dtype, red->op, n);

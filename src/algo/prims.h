@@ -132,6 +132,9 @@ uint64_t prims_direct_share(prims_t *p, const void *buf, size_t bytes);
 int prims_direct_in_shared_memory(const void *buf, size_t bytes);
 /* One phase in which every rank says yes or no (mine); *all_p: whether every rank said yes. */
 chorus_result_t prims_direct_agree(prims_t *p, int mine, int *all_p);
+/* Where this rank can read peer's bytes at its published address addr in place (a mapping of its
+ * chorus_mem_alloc buffer), or NULL: copy them with prims_direct_read. */
+const void *prims_direct_view(prims_t *p, int peer, uint64_t addr, size_t bytes);
 /* Copy bytes at peer's published address addr into dst. out: dst is an output that nothing reads back
  * within the call (large copies into it may stream past the cache, util/copy.h). */
 chorus_result_t prims_direct_read(prims_t *p, int peer, uint64_t addr, void *dst, size_t bytes, int out);

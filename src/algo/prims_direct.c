@@ -172,6 +172,11 @@ uint64_t prims_direct_share(prims_t *p, const void *buf, size_t bytes)
     return (uint64_t)(uintptr_t)buf;
 }
 
+const void *prims_direct_view(prims_t *p, int peer, uint64_t addr, size_t bytes)
+{
+    return shm_arena_view(p->arena, peer, addr, bytes);
+}
+
 chorus_result_t prims_direct_read(prims_t *p, int peer, uint64_t addr, void *dst, size_t bytes, int out)
 {
     int e = shm_arena_read(p->arena, peer, addr, dst, bytes, out);

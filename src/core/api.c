@@ -415,7 +415,8 @@ chorus_result_t chorus_mem_alloc(void **ptr_p, size_t bytes)
     if (!ptr_p) return comm_error(NULL, CHORUS_ERR_INVALID_ARGUMENT, "mem_alloc: ptr_p is NULL");
     if (!bytes) return comm_error(NULL, CHORUS_ERR_INVALID_ARGUMENT, "mem_alloc: bytes is 0; ask for at least one byte");
     int e = shm_region_alloc(bytes, ptr_p);
-    if (e == ENOMEM) return comm_error(NULL, CHORUS_ERR_NO_MEMORY, "mem_alloc: cannot allocate %zu bytes", bytes);
+    if (e == ENOMEM || e == EFBIG || e == ENOSPC)
+        return comm_error(NULL, CHORUS_ERR_NO_MEMORY, "mem_alloc: cannot allocate %zu bytes: %s", bytes, strerror(e));
     if (e)
         return comm_error(NULL, CHORUS_ERR_SYSTEM, "mem_alloc: cannot allocate %zu bytes of shared memory: %s", bytes,
                           strerror(e));

@@ -408,6 +408,11 @@ static const char *arena_mapped(shm_arena_t *arena, int rank, uint64_t addr, siz
     return slot->map ? slot->map + (addr - r.base) : NULL;
 }
 
+const void *shm_arena_view(shm_arena_t *arena, int rank, uint64_t addr, size_t bytes)
+{
+    return arena_mapped(arena, rank, addr, bytes);
+}
+
 int shm_arena_read(shm_arena_t *arena, int rank, uint64_t addr, void *dst, size_t bytes, int out)
 {
     const char *src = arena_mapped(arena, rank, addr, bytes);

@@ -117,6 +117,9 @@ int shm_arena_can_read(const shm_arena_t *arena, int rank, char *err, size_t err
  * if not, unlist any freed region that [buf, buf + bytes) overlaps, whose old pages readers would
  * otherwise still find mapped. */
 void shm_arena_share(shm_arena_t *arena, int rank, const void *buf, size_t bytes);
+/* Where this process sees [addr, addr + bytes) of rank's memory, if rank shared the region holding it
+ * (shm_arena_share) and it could be mapped; else NULL (read it with shm_arena_read). */
+const void *shm_arena_view(shm_arena_t *arena, int rank, uint64_t addr, size_t bytes);
 /* Copy bytes at address addr of rank's memory into dst (one copy): out of the mapping where rank shared
  * the region, else with process_vm_readv. out: dst is an output nothing reads back soon (copy_out). Returns 0
  * or the errno. */
