@@ -184,15 +184,20 @@ uint64_t algo_rule_choice(coll_kind_t coll, size_t bytes, int in_place, const al
  * supports, the first supported one. */
 const algo_desc_t *algo_first_supported(coll_kind_t coll, const algo_caps_t *caps, const algo_config_t *cfg);
 
-/* Buffers from chorus_mem_alloc (shared_buffers.c): from ALGO_SHARED_MIN up, where the chosen algorithm
- * is not a single-copy one, the collective's single-copy algorithm that cfg allows and caps supports
- * (NULL if none or not applicable); algo_for_shared_buffers: the ranks agree (one phase) whether every
- * rank's buffers lie in such memory, and if so *algo_p becomes that one. */
+/* Buffers from chorus_mem_alloc (shared_buffers.c): from min_bytes up, where the chosen algorithm is not
+ * a single-copy one, the collective's single-copy algorithm that cfg allows and caps supports (NULL if
+ * none or not applicable). algo_for_shared_buffers: from algo_shared_min up (ALGO_SHARED_MIN, or
+ * ALGO_SHARED_SEEN_MIN on up to ALGO_SHARED_SEEN_RANKS ranks once *seen, a communicator's flag set when
+ * every rank's buffers were shared in a call), the ranks agree (one phase) whether every rank's buffers
+ * lie in such memory, and if so *algo_p becomes that one. */
 #define ALGO_SHARED_MIN ((size_t)1 << 20)
+#define ALGO_SHARED_SEEN_MIN ((size_t)64 << 10)
+#define ALGO_SHARED_SEEN_RANKS 4
+size_t algo_shared_min(int nranks, int seen);
 const algo_desc_t *algo_shared_twin(const coll_args_t *a, int nranks, const algo_caps_t *caps,
-                                    const algo_config_t *cfg, const algo_desc_t *chosen);
+                                    const algo_config_t *cfg, const algo_desc_t *chosen, size_t min_bytes);
 chorus_result_t algo_for_shared_buffers(prims_t *p, const coll_args_t *a, const algo_caps_t *caps,
-                                        const algo_config_t *cfg, const algo_desc_t **algo_p);
+                                        const algo_config_t *cfg, int *seen, const algo_desc_t **algo_p);
 
 /* The prims_reduce_t for a call. */
 static inline prims_reduce_t algo_reduction(const coll_args_t *a)

@@ -79,13 +79,18 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * 0.7 to 0.9 of it over shared memory (alternating runs, and two bench/model-check runs over TCP). Small
  * AllReduce where ranks outnumber cores takes the star: rank 0 reduces whichever input has arrived, where
  * each of rhd's log p steps waits on one partner that is often not running; over TCP on 2 cores it took
- * 0.4 to 0.9 of rhd's time at 1 to 64 KiB on 4 and 8 ranks, and at 256 KiB was level with rhd and 0.5 to
- * 0.75 of the ring's (measured up to 8 ranks only: rank 0 handles p - 1 messages). Small AllGather and
- * Broadcast where ranks outnumber cores, over TCP on 4 ranks (alternating runs of 200 and 1000 calls, and
- * three bench/model-check runs): recursive doubling took 0.55 to 0.85 of Bruck's time at 1 and 16 KiB
- * (0.9 on 8 ranks, level at 64 KiB), for a power-of-two rank count, where it needs no folding; the chain
- * 0.65 to 0.75 of the binomial tree's (0.8 on 8 ranks at 16 KiB, level at 1 and 64 KiB; over shared
- * memory level or ahead). On 2 ranks sharing a host the direct Broadcast is level with or ahead of the
+ * 0.4 to 0.9 of rhd's time at 1 to 64 KiB on 4 and 8 ranks (measured up to 8 ranks only: rank 0 handles
+ * p - 1 messages); at 256 KiB rhd took 0.67 of its time on 4 ranks and 0.93 on 8 (Xeon virtual machine,
+ * medians of 5 and 3 alternating runs of 20 calls), so rhd takes 128 to 512 KiB there for a power-of-two
+ * rank count (the mesh from 1 MiB, below). Small AllGather and Broadcast where ranks outnumber cores,
+ * over TCP on 4 ranks (alternating runs of 200 and 1000 calls, and three bench/model-check runs):
+ * recursive doubling took 0.55 to 0.85 of Bruck's time at 1 and 16 KiB (0.9 on 8 ranks, level at 64
+ * KiB), for a power-of-two rank count, where it needs no folding, and from 256 KiB to 16 MiB it was
+ * ahead of the ring and the mesh too (the ring 1.01 to 1.32 times its time on 4 ranks, the mesh 1.1 to
+ * 1.21; on 8 ranks rd ahead or within 1.10 of the fastest: Xeon virtual machine, medians of 5 and 3); the
+ * chain 0.65 to 0.75 of the binomial tree's (0.8 on 8 ranks at 16 KiB, level at 1 and 64 KiB; over shared
+ * memory level or ahead), and on the Xeon machine ahead or level from 4 to 64 KiB on 4 and 8 ranks (the
+ * binomial tree 1.00 to 1.12 times its time, medians of 5). On 2 ranks sharing a host the direct Broadcast is level with or ahead of the
  * binomial tree at every size (0.65 of its time at 1 KiB, 0.75 at 16 KiB); on more, up to what travels in
  * a stamp (PRIMS_DIRECT_INLINE_BYTES), its root runs ahead of the readers, and it took 0.43 us a call at
  * 8 B on 8 ranks and 2 cores against the chain's 1.48, 0.26 on 4 against 0.56 (runs of 1000 calls,
@@ -223,7 +228,8 @@ static const struct algo_rule {
     RULE(COLL_ALLREDUCE, "hier"),
     RULE(COLL_ALLREDUCE, "mesh", .max_ranks = 2, .min_bytes = 8 << 20),
     RULE(COLL_ALLREDUCE, "mesh", .min_bytes = 1 << 20, .oversubscribed = 1),
-    RULE(COLL_ALLREDUCE, "star", .max_ranks = 8, .max_bytes = 256 << 10, .oversubscribed = 1),
+    RULE(COLL_ALLREDUCE, "star", .max_ranks = 8, .max_bytes = 64 << 10, .oversubscribed = 1),
+    RULE(COLL_ALLREDUCE, "rhd", .max_bytes = 512 << 10, .oversubscribed = 1, .pow2 = 1),
     RULE(COLL_ALLREDUCE, "rd", .max_ranks = 2, .max_bytes = 16 << 10),
     RULE(COLL_ALLREDUCE, "rhd", .max_bytes = 64 << 10),
     RULE(COLL_ALLREDUCE, "ring"),
@@ -238,6 +244,7 @@ static const struct algo_rule {
     RULE(COLL_ALLGATHER, "hier", .min_bytes = 4 << 10, .consecutive = 1),
     RULE(COLL_ALLGATHER, "hier", .min_bytes = 256 << 10),
     RULE(COLL_ALLGATHER, "rd", .max_bytes = 16 << 10, .oversubscribed = 1, .pow2 = 1),
+    RULE(COLL_ALLGATHER, "rd", .min_bytes = 128 << 10, .max_bytes = 16 << 20, .oversubscribed = 1, .pow2 = 1),
     RULE(COLL_ALLGATHER, "bruck", .max_bytes = 64 << 10),
     RULE(COLL_ALLGATHER, "mesh", .min_bytes = 2 << 20, .max_bytes = 16 << 20, .oversubscribed = 1),
     RULE(COLL_ALLGATHER, "ring"),
@@ -258,7 +265,7 @@ static const struct algo_rule {
          .single_copy_saves = 1),
     RULE(COLL_BROADCAST, "direct", .min_bytes = 256 << 10),
     RULE(COLL_BROADCAST, "hier", .max_ranks = 8),
-    RULE(COLL_BROADCAST, "chain", .max_bytes = 16 << 10, .oversubscribed = 1),
+    RULE(COLL_BROADCAST, "chain", .max_bytes = 64 << 10, .oversubscribed = 1),
     RULE(COLL_BROADCAST, "binomial", .max_bytes = 64 << 10),
     RULE(COLL_BROADCAST, "hier"),
     RULE(COLL_BROADCAST, "chain"),

@@ -5,7 +5,12 @@
  * Whether they do is each rank's own knowledge, and ranks must run the same algorithm, so from
  * ALGO_SHARED_MIN up, where selection chose another algorithm that the single-copy one could replace,
  * the ranks first agree in one phase (a barrier's latency: 0.3 us on 2 ranks, 2.6 on 4 here, against
- * calls of 30 us and more) and switch together only if every one says yes.
+ * calls of 30 us and more) and switch together only if every one says yes. A communicator of up to
+ * ALGO_SHARED_SEEN_RANKS ranks on which they once all said yes agrees from ALGO_SHARED_SEEN_MIN up from
+ * then on: its calls there take 6 to 30 us, and the switch saves more than the phase costs (on 8 ranks,
+ * where the phase costs 7.5 us, it did not at 64 and 256 KiB); one that never uses such buffers never
+ * pays for a phase on calls that short. Every rank sees the same answers, so every rank moves its
+ * threshold at the same call.
  */
 #include "algo/algo.h"
 
@@ -27,11 +32,16 @@ static int shares_own_buffers(const coll_args_t *a, int rank, int nranks)
     }
 }
 
+size_t algo_shared_min(int nranks, int seen)
+{
+    return seen && nranks <= ALGO_SHARED_SEEN_RANKS ? ALGO_SHARED_SEEN_MIN : ALGO_SHARED_MIN;
+}
+
 const algo_desc_t *algo_shared_twin(const coll_args_t *a, int nranks, const algo_caps_t *caps,
-                                    const algo_config_t *cfg, const algo_desc_t *chosen)
+                                    const algo_config_t *cfg, const algo_desc_t *chosen, size_t min_bytes)
 {
     /* An AllToAll in place stages its input in scratch first, and the peers read the scratch. */
-    if (chosen->needs & ALGO_NEEDS_SINGLE_COPY || algo_call_bytes(a, nranks) < ALGO_SHARED_MIN ||
+    if (chosen->needs & ALGO_NEEDS_SINGLE_COPY || algo_call_bytes(a, nranks) < min_bytes ||
         (a->coll == COLL_ALLTOALL && a->sendbuf == a->recvbuf))
         return NULL;
     size_t count;
@@ -44,16 +54,20 @@ const algo_desc_t *algo_shared_twin(const coll_args_t *a, int nranks, const algo
 }
 
 chorus_result_t algo_for_shared_buffers(prims_t *p, const coll_args_t *a, const algo_caps_t *caps,
-                                        const algo_config_t *cfg, const algo_desc_t **algo_p)
+                                        const algo_config_t *cfg, int *seen, const algo_desc_t **algo_p)
 {
     int nranks = prims_nranks(p);
-    const algo_desc_t *twin = algo_shared_twin(a, nranks, caps, cfg, *algo_p);
+    const algo_desc_t *twin =
+        algo_shared_twin(a, nranks, caps, cfg, *algo_p, algo_shared_min(nranks, *seen));
     if (!twin) return CHORUS_SUCCESS;
     int all;
     CHECK(prims_direct_agree(p, shares_own_buffers(a, prims_rank(p), nranks), &all));
     LOG_DEBUG(LOG_SUB_TUNING, "%s of %zu bytes: %s", coll_name(a->coll), algo_call_bytes(a, nranks),
               all ? "every rank's buffers from chorus_mem_alloc, single copy" : "not every rank's buffers from "
               "chorus_mem_alloc, as selected");
-    if (all) *algo_p = twin;
+    if (all) {
+        *algo_p = twin;
+        *seen = 1;
+    }
     return CHORUS_SUCCESS;
 }

@@ -16,7 +16,8 @@ const algo_caps_t *comm_algo_caps(chorus_comm_t comm);
 
 /* The algorithm a call would run and the model's predicted seconds for it (*seconds_p; NaN when the
  * collective has none, e.g. send/recv). A coll_args_t's fields, without buffers: in_place says whether
- * they would be the same; shared, that every rank's would lie in chorus_mem_alloc memory (algo_shared_twin). */
+ * they would be the same; shared, that every rank's would lie in chorus_mem_alloc memory (algo_shared_twin,
+ * from the size the communicator's calls agree from now). */
 const char *comm_model_predict(chorus_comm_t comm, int coll, size_t count, chorus_datatype_t dtype, chorus_redop_t op,
                                int root, int in_place, int shared, double *seconds_p);
 

@@ -21,6 +21,14 @@ for n in 2 3 4; do
             { echo "FAILED ($n ranks): no switch to single copy"; fail=1; }
         grep -q "not every rank's buffers from chorus_mem_alloc, as selected" <<< "$out" ||
             { echo "FAILED ($n ranks): the rounds with some ranks' buffers on the heap did not stay as selected"; fail=1; }
+        # Rank 1's agreements: none below 1 MiB before the first where every rank said yes; some after.
+        grep "\[1\] CHORUS DEBUG TUNING" <<< "$out" | grep "rank's buffers from chorus_mem_alloc" | awk '
+            { match($0, /of [0-9]+ bytes/); b = substr($0, RSTART + 3, RLENGTH - 9) + 0 }
+            !yes && b < 1048576 { early = 1 }
+            yes && b < 1048576 && /every rank.s buffers from chorus_mem_alloc, single copy/ && !/not every/ { later = 1 }
+            /: every rank.s buffers/ { yes = 1 }
+            END { exit !(later && !early) }' ||
+            { echo "FAILED ($n ranks): the threshold did not move from 1 MiB to 64 KiB at the first agreement"; fail=1; }
     fi
     grep -q "cannot map" <<< "$out" && { echo "FAILED ($n ranks): a mapping failed"; fail=1; }
     [ $fail = 0 ] || { echo "$out" | grep -v DEBUG | tail -20; break; }

@@ -158,8 +158,10 @@ int main(int argc, char **argv)
     chorus_comm_size(comm, &nranks);
     allocator_contract();
     int round = 0;
+    round_of(comm, round++, count / 4, 0, 0); /* the heap's, below 1 MiB on a fresh communicator */
     for (int rep = 0; rep < 2; rep++) {       /* the second: new buffers where the freed ones were */
         round_of(comm, round++, count, 1, 0);  /* every rank's buffers shared */
+        round_of(comm, round++, count / 4, 1, 0); /* below 1 MiB, on a communicator that saw them */
         round_of(comm, round++, count, 1, 40); /* at an offset inside them */
         round_of(comm, round++, count / 64 + 1, 1, 0); /* below the switch: as selected */
     }

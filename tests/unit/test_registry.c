@@ -110,7 +110,8 @@ static void check_defaults(void)
         /* Ranks that outnumber the cores take the mesh for large AllReduce over connections, the ring
          * below 1 MiB; on one host with direct access the arena algorithms still come first. */
         {COLL_ALLREDUCE, 1 << 24, 8, 0, 2, "mesh", "oversubscribed, large"},
-        {COLL_ALLREDUCE, 512 << 10, 8, 0, 2, "ring", "oversubscribed, 512 KiB"},
+        {COLL_ALLREDUCE, 512 << 10, 8, 0, 2, "rhd", "oversubscribed, 512 KiB"},
+        {COLL_ALLREDUCE, 512 << 10, 6, 0, 2, "ring", "oversubscribed, 512 KiB, 6 ranks"},
         {COLL_ALLREDUCE, 1 << 24, 8, 1, 2, "twoshot", "oversubscribed, one host"},
         {COLL_ALLREDUCE, 1 << 24, 4, 0, 0, "ring", "cores unknown: no sharing"},
         /* Two ranks across two hosts take the mesh for large AllReduce, one rank a core or not; on one host
@@ -122,9 +123,12 @@ static void check_defaults(void)
         {COLL_ALLREDUCE, 8 << 20, 2, 1, 4, "twoshot", "2 ranks, 8 MiB, one host"},
         {COLL_ALLREDUCE, 4 << 20, 2, 0, 2, "ring", "2 ranks, 4 MiB"},
         {COLL_ALLREDUCE, 8 << 20, 3, 0, 4, "ring", "3 ranks, 8 MiB"},
-        /* Small AllReduce where ranks outnumber cores: the star, up to 8 ranks and 256 KiB. */
+        /* Small AllReduce where ranks outnumber cores: the star, up to 8 ranks and 64 KiB; then rhd to 512
+         * KiB for a power-of-two rank count. */
         {COLL_ALLREDUCE, 1 << 10, 4, 0, 2, "star", "oversubscribed, 1 KiB"},
-        {COLL_ALLREDUCE, 256 << 10, 8, 0, 2, "star", "oversubscribed, 256 KiB"},
+        {COLL_ALLREDUCE, 64 << 10, 8, 0, 2, "star", "oversubscribed, 64 KiB"},
+        {COLL_ALLREDUCE, 128 << 10, 8, 0, 2, "rhd", "oversubscribed, 128 KiB"},
+        {COLL_ALLREDUCE, 256 << 10, 4, 0, 2, "rhd", "oversubscribed, 256 KiB"},
         {COLL_ALLREDUCE, 1 << 10, 4, 0, 4, "rhd", "one rank a core, 1 KiB"},
         {COLL_ALLREDUCE, 1 << 10, 16, 0, 2, "rhd", "16 ranks, 1 KiB"},
         {COLL_ALLREDUCE, 1 << 10, 8, 1, 2, "oneshot", "one host, 1 KiB"},
@@ -141,7 +145,10 @@ static void check_defaults(void)
         {COLL_ALLREDUCE, 256 << 10, 3, 1, 2, "oneshot", "3 ranks, one host, 256 KiB"},
         {COLL_REDUCE_SCATTER, 1 << 21, 4, 0, 2, "mesh", "reduce_scatter 8 MiB in all, oversubscribed"},
         {COLL_REDUCE_SCATTER, 1 << 18, 4, 0, 2, "ring", "reduce_scatter 1 MiB in all, oversubscribed"},
-        {COLL_ALLGATHER, 1 << 20, 4, 0, 2, "mesh", "allgather 4 MiB, oversubscribed"},
+        {COLL_ALLGATHER, 1 << 20, 4, 0, 2, "rd", "allgather 4 MiB, oversubscribed"},
+        {COLL_ALLGATHER, 4 << 20, 4, 0, 2, "rd", "allgather 16 MiB, oversubscribed"},
+        {COLL_ALLGATHER, 32 << 10, 4, 0, 2, "rd", "allgather 128 KiB, oversubscribed"},
+        {COLL_ALLGATHER, 1 << 20, 6, 0, 2, "mesh", "allgather 6 MiB, 6 ranks, oversubscribed"},
         {COLL_ALLGATHER, 1 << 24, 4, 0, 2, "ring", "allgather 64 MiB, oversubscribed"},
         {COLL_ALLGATHER, 1 << 20, 4, 0, 4, "ring", "allgather 4 MiB, one rank a core"},
         /* Small AllGather where ranks outnumber cores: recursive doubling for a power-of-two rank count. */
@@ -168,7 +175,8 @@ static void check_defaults(void)
         {COLL_BROADCAST, 89, 8, 1, 2, "chain", "broadcast 89 B, oversubscribed, one host"},
         {COLL_BROADCAST, 8, 8, 0, 2, "chain", "broadcast 8 B, oversubscribed, no arena"},
         {COLL_BROADCAST, 1 << 10, 4, 0, 4, "binomial", "broadcast 1 KiB, one rank a core"},
-        {COLL_BROADCAST, 64 << 10, 4, 0, 2, "binomial", "broadcast 64 KiB, oversubscribed"},
+        {COLL_BROADCAST, 64 << 10, 4, 0, 2, "chain", "broadcast 64 KiB, oversubscribed"},
+        {COLL_BROADCAST, 64 << 10, 4, 0, 4, "binomial", "broadcast 64 KiB, one rank a core"},
         {COLL_BROADCAST, 1 << 20, 4, 1, 2, "direct", "broadcast 1 MiB, one host"},
     };
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
