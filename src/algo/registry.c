@@ -90,7 +90,14 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * 1.21; on 8 ranks rd ahead or within 1.10 of the fastest: Xeon virtual machine, medians of 5 and 3); the
  * chain 0.65 to 0.75 of the binomial tree's (0.8 on 8 ranks at 16 KiB, level at 1 and 64 KiB; over shared
  * memory level or ahead), and on the Xeon machine ahead or level from 4 to 64 KiB on 4 and 8 ranks (the
- * binomial tree 1.00 to 1.12 times its time, medians of 5). On 2 ranks sharing a host the direct Broadcast is level with or ahead of the
+ * binomial tree 1.00 to 1.12 times its time, medians of 5). On 2 ranks the two send the same one message,
+ * but the chain's own loop costs less than the tree engine's: over TCP the binomial tree took 1.13, 1.15,
+ * 1.08 and 1.03 times the chain's time at 1, 4, 16 and 64 KiB (medians of 5 alternating runs), and two
+ * bench/model-check runs agreed (1.08 to 1.23), so 2 ranks take the chain. On one host the direct
+ * Broadcast was ahead of both from 32 KiB on 4, 6 and 8 ranks (they took 1.01 to 4.4 times its time at 32
+ * to 256 KiB, 1.01 on 4 ranks at 64 KiB; medians of 5 and 3 alternating runs of 20 calls, Xeon virtual
+ * machine), but not on 3 (the chain ahead from 32 to 128 KiB, direct 1.12 to 1.6 times its time), so
+ * from 4 ranks it takes those sizes too. On 2 ranks sharing a host the direct Broadcast is level with or ahead of the
  * binomial tree at every size (0.65 of its time at 1 KiB, 0.75 at 16 KiB); on more, up to what travels in
  * a stamp (PRIMS_DIRECT_INLINE_BYTES), its root runs ahead of the readers, and it took 0.43 us a call at
  * 8 B on 8 ranks and 2 cores against the chain's 1.48, 0.26 on 4 against 0.56 (runs of 1000 calls,
@@ -260,10 +267,12 @@ static const struct algo_rule {
     RULE(COLL_BROADCAST, "cma", .max_ranks = 2, .min_bytes = 64 << 10, .max_bytes = 8 << 20, .single_copy_saves = 1),
     RULE(COLL_BROADCAST, "cma", .max_ranks = 2, .min_bytes = 64 << 10, .in_place = -1, .single_copy_saves = 1),
     RULE(COLL_BROADCAST, "direct", .max_ranks = 2),
+    RULE(COLL_BROADCAST, "chain", .max_ranks = 2),
     RULE(COLL_BROADCAST, "direct", .max_bytes = PRIMS_DIRECT_INLINE_BYTES),
     RULE(COLL_BROADCAST, "cma", .min_ranks = 4, .max_ranks = 4, .min_bytes = 256 << 10, .max_bytes = 8 << 20,
          .single_copy_saves = 1),
     RULE(COLL_BROADCAST, "direct", .min_bytes = 256 << 10),
+    RULE(COLL_BROADCAST, "direct", .min_ranks = 4, .min_bytes = 32 << 10),
     RULE(COLL_BROADCAST, "hier", .max_ranks = 8),
     RULE(COLL_BROADCAST, "chain", .max_bytes = 64 << 10, .oversubscribed = 1),
     RULE(COLL_BROADCAST, "binomial", .max_bytes = 64 << 10),

@@ -166,7 +166,8 @@ static void check_defaults(void)
         {COLL_ALLGATHER, 16 << 10, 4, 0, 2, "bruck", "allgather 64 KiB, oversubscribed"},
         /* Broadcast: direct on 2 ranks of one host; small, where ranks outnumber cores, the chain. */
         {COLL_BROADCAST, 8, 2, 1, 2, "direct", "broadcast 8 B, 2 ranks, one host"},
-        {COLL_BROADCAST, 8, 2, 0, 2, "binomial", "broadcast 8 B, 2 ranks, two hosts"},
+        {COLL_BROADCAST, 8, 2, 0, 2, "chain", "broadcast 8 B, 2 ranks, two hosts"},
+        {COLL_BROADCAST, 8, 3, 0, 4, "binomial", "broadcast 8 B, 3 ranks, one rank a core"},
         {COLL_BROADCAST, 1 << 10, 4, 0, 2, "chain", "broadcast 1 KiB, oversubscribed"},
         {COLL_BROADCAST, 1 << 10, 4, 1, 2, "chain", "broadcast 1 KiB, oversubscribed, one host"},
         /* Up to what travels in a stamp, the direct one, whose root runs ahead, on any ranks of one host. */
@@ -178,6 +179,9 @@ static void check_defaults(void)
         {COLL_BROADCAST, 64 << 10, 4, 0, 2, "chain", "broadcast 64 KiB, oversubscribed"},
         {COLL_BROADCAST, 64 << 10, 4, 0, 4, "binomial", "broadcast 64 KiB, one rank a core"},
         {COLL_BROADCAST, 1 << 20, 4, 1, 2, "direct", "broadcast 1 MiB, one host"},
+        {COLL_BROADCAST, 32 << 10, 8, 1, 2, "direct", "broadcast 32 KiB, 8 ranks, one host"},
+        {COLL_BROADCAST, 16 << 10, 8, 1, 2, "chain", "broadcast 16 KiB, 8 ranks, one host"},
+        {COLL_BROADCAST, 64 << 10, 3, 1, 2, "chain", "broadcast 64 KiB, 3 ranks, one host"},
     };
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
         const char *got = pick_on(&cfg, cases[k].coll, cases[k].count, cases[k].nranks, cases[k].direct,
