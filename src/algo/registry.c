@@ -93,7 +93,9 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * binomial tree 1.00 to 1.12 times its time, medians of 5). On 2 ranks the two send the same one message,
  * but the chain's own loop costs less than the tree engine's: over TCP the binomial tree took 1.13, 1.15,
  * 1.08 and 1.03 times the chain's time at 1, 4, 16 and 64 KiB (medians of 5 alternating runs), and two
- * bench/model-check runs agreed (1.08 to 1.23), so 2 ranks take the chain. On one host the direct
+ * bench/model-check runs agreed (1.08 to 1.23), so 2 ranks take the chain; the Reduce too (the binomial
+ * tree 1.13 to 1.15 times the chain's time from 1 to 64 KiB over TCP, 1.07 to 1.59 over shared memory,
+ * where the direct Reduce took 1.7 to 2.8 times it). On one host the direct
  * Broadcast was ahead of both from 32 KiB on 4, 6 and 8 ranks (they took 1.01 to 4.4 times its time at 32
  * to 256 KiB, 1.01 on 4 ranks at 64 KiB; medians of 5 and 3 alternating runs of 20 calls, Xeon virtual
  * machine), but not on 3 (the chain ahead from 32 to 128 KiB, direct 1.12 to 1.6 times its time), so
@@ -279,6 +281,7 @@ static const struct algo_rule {
     RULE(COLL_BROADCAST, "hier"),
     RULE(COLL_BROADCAST, "chain"),
     RULE(COLL_REDUCE, "direct", .min_ranks = 4, .min_bytes = 2 << 20),
+    RULE(COLL_REDUCE, "chain", .max_ranks = 2),
     RULE(COLL_REDUCE, "hier", .max_ranks = 8),
     RULE(COLL_REDUCE, "binomial", .max_bytes = 64 << 10),
     RULE(COLL_REDUCE, "hier"),

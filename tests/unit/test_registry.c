@@ -167,6 +167,8 @@ static void check_defaults(void)
         /* Broadcast: direct on 2 ranks of one host; small, where ranks outnumber cores, the chain. */
         {COLL_BROADCAST, 8, 2, 1, 2, "direct", "broadcast 8 B, 2 ranks, one host"},
         {COLL_BROADCAST, 8, 2, 0, 2, "chain", "broadcast 8 B, 2 ranks, two hosts"},
+        {COLL_REDUCE, 8, 2, 1, 2, "chain", "reduce 8 B, 2 ranks, one host"},
+        {COLL_REDUCE, 8, 3, 0, 4, "binomial", "reduce 8 B, 3 ranks, one rank a core"},
         {COLL_BROADCAST, 8, 3, 0, 4, "binomial", "broadcast 8 B, 3 ranks, one rank a core"},
         {COLL_BROADCAST, 1 << 10, 4, 0, 2, "chain", "broadcast 1 KiB, oversubscribed"},
         {COLL_BROADCAST, 1 << 10, 4, 1, 2, "chain", "broadcast 1 KiB, oversubscribed, one host"},
