@@ -577,14 +577,18 @@ int perf_main(const perf_opts_t *o, const perf_backend_t *be)
         if (be->rank == 0) fprintf(stderr, "-R 1: %s has no allocator of its own\n", program_invocation_short_name);
         return 2;
     }
-    if (o->alloc ? be->mem_alloc(be->ctx, bytes + off, &a) || be->mem_alloc(be->ctx, bytes + off, &b)
+    /* A library's allocator need not return whole pages (MPI_Alloc_mem returns malloc's blocks, 16 or 32
+     * bytes past a page): ask for a page more and start at the next page boundary, so that -O means the
+     * same for every library. */
+    size_t pad = o->alloc ? 4095 : 0;
+    if (o->alloc ? be->mem_alloc(be->ctx, bytes + off + pad, &a) || be->mem_alloc(be->ctx, bytes + off + pad, &b)
                  : posix_memalign(&a, 4096, bytes + off) || posix_memalign(&b, 4096, bytes + off)) {
         fprintf(stderr, "%s: cannot allocate two buffers of %zu bytes\n", program_invocation_short_name, bytes);
         buffer_free(o, be, a);
         return 1;
     }
-    row.buf_a = (char *)a + off;
-    row.buf_b = (char *)b + off;
+    row.buf_a = (char *)(((uintptr_t)a + pad) & ~(uintptr_t)4095) + off;
+    row.buf_b = (char *)(((uintptr_t)b + pad) & ~(uintptr_t)4095) + off;
     totals_t tot = {0, 0, 0};
     int failed = 0;
     if (o->coll == PERF_BARRIER) failed = run_barrier(&row) != 0;
