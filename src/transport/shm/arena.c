@@ -379,8 +379,7 @@ static const char *arena_mapped(shm_arena_t *arena, int rank, uint64_t addr, siz
     const arena_region_t *t = arena->regions + (size_t)rank * ARENA_REGIONS;
     arena_region_t r = {0};
     for (int i = 0; i < ARENA_REGIONS && !r.id; i++)
-        if (t[i].id && addr >= t[i].base && addr - t[i].base <= t[i].bytes && bytes <= t[i].bytes - (addr - t[i].base))
-            r = t[i];
+        if (t[i].id && shm_region_holds(t[i].base, t[i].bytes, addr, bytes)) r = t[i];
     if (!r.id) return NULL;
     arena_map_t *m = arena->maps + (size_t)rank * ARENA_MAPS, *slot = NULL;
     for (int i = 0; i < ARENA_MAPS; i++) {

@@ -62,9 +62,7 @@ int shm_region_find(uint64_t addr, size_t bytes, shm_region_t *r)
     int found = 0;
     pthread_mutex_lock(&regions_lock);
     for (size_t i = 0; i < nregions && !found; i++) {
-        if (addr < regions[i].base || addr - regions[i].base > regions[i].bytes ||
-            bytes > regions[i].bytes - (addr - regions[i].base))
-            continue;
+        if (!shm_region_holds(regions[i].base, regions[i].bytes, addr, bytes)) continue;
         *r = regions[i];
         found = 1;
     }

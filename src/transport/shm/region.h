@@ -20,6 +20,12 @@ typedef struct shm_region {
     int fd;
 } shm_region_t;
 
+/* Whether [addr, addr + bytes) lies within [base, base + size). */
+static inline int shm_region_holds(uint64_t base, uint64_t size, uint64_t addr, uint64_t bytes)
+{
+    return addr >= base && addr - base <= size && bytes <= size - (addr - base);
+}
+
 /* Allocate a region of bytes (rounded up to pages). Returns 0, or the errno. */
 int shm_region_alloc(size_t bytes, void **ptr_p);
 /* Free the region ptr starts. Returns 0, or EINVAL when ptr is no region's start. */
