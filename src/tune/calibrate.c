@@ -6,8 +6,9 @@
  *      exchange larger messages (beta) and send them one way (beta_oneway) over their connection (shm on
  *      one host, tcp across hosts);
  *   3. with the host arena, every rank runs batches of barriers through it, timed at rank 0 (its alpha),
- *      then direct and single-copy allgathers (the arena's beta, beta_cma); chorus-tune then times direct
- *      allgathers from 256 KiB to 128 MiB, whose profile replaces the copy's.
+ *      then direct and single-copy allgathers (the arena's beta, beta_cma); chorus-tune then times both
+ *      from 256 KiB to 128 MiB: the direct one's profile replaces the copy's, the single-copy one's is
+ *      the single-copy reads' own.
  * Each figure is the best of its repetitions: the least disturbed run is the closest to what the hardware
  * does, and the share of the cores that ranks outnumbering them get is the model's own term. At init
  * (tune_setup) the measurement is the quick one, about 20 ms, and rank 0's parameters and rules
@@ -27,16 +28,23 @@ typedef struct tune_effort {
     int large_trips;  /* cache-regime round trips: beta */
     int memory_trips; /* memory-regime round trips (0: not measured) */
     int barrier_batches;
+    int algo_batch;   /* allgathers per timed batch */
 } tune_effort_t;
 
 #define TUNE_SMALL 8
 #define TUNE_SCRATCH_BYTES (2 * (size_t)TUNE_CACHE_BYTES)
 #define TUNE_BATCH 8      /* barriers per timed batch */
-#define TUNE_ALGO_BATCH 4 /* allgathers per timed batch */
 
-static const tune_effort_t tune_quick = {.local_runs = 10, .small_trips = 64, .large_trips = 8, .barrier_batches = 8};
-static const tune_effort_t tune_thorough = {
-    .local_runs = 20, .small_trips = 1000, .large_trips = 100, .memory_trips = 5, .barrier_batches = 100};
+/* The AllGathers' batches: 4 calls at init, where the whole measurement has about 20 ms; 16 in chorus-tune.
+ * On a Xeon virtual machine batches of 4 (each ending in a barrier, after a batch of the other algorithm)
+ * timed a 2-rank single-copy AllGather of 4 to 32 MiB at 9.6 to 10.5 GB/s, batches of 16 at 10.5 to 12.4,
+ * and chorus-perf's runs of 20 calls at 12.6 to 13.2 (4 and 16 MiB); the direct one of 4 MiB at 7.8 to 8.5,
+ * 8.9 to 9.0 and 9.6. The profiles are shapes, but the shorter batches flattened the single-copy one's
+ * (docs/tuning.md, "Single-copy reads have a knee of their own"). */
+static const tune_effort_t tune_quick = {
+    .local_runs = 10, .small_trips = 64, .large_trips = 8, .barrier_batches = 8, .algo_batch = 4};
+static const tune_effort_t tune_thorough = {.local_runs = 20, .small_trips = 1000, .large_trips = 100,
+                                            .memory_trips = 5, .barrier_batches = 100, .algo_batch = 16};
 
 typedef enum { TUNE_PINGPONG, TUNE_EXCHANGE, TUNE_ONEWAY } tune_pattern_t;
 
@@ -101,7 +109,7 @@ static chorus_result_t tune_measure_link(prims_t *p, tune_state_t *ts, const tun
     return res;
 }
 
-/* Best mean time per call of `batches` batches of TUNE_ALGO_BATCH back-to-back calls of each of `nways`
+/* Best mean time per call of `batches` batches of `calls` back-to-back calls of each of `nways`
  * algorithms on every rank (after one of each to warm up), timed at rank 0, the algorithms' batches taken
  * in turn. A batch, not a single call: a call can return on rank 0 while its peers still read, and the
  * next call pays for that. With 4 ranks on 2 cores the best single direct allgather of 1 MiB took 60 us at
@@ -118,7 +126,7 @@ static chorus_result_t tune_measure_link(prims_t *p, tune_state_t *ts, const tun
  * measure 0.9 GB/s against 14 in the runs before and after, and the choices that follow from it (ring
  * AllGathers, twice as slow) stayed for the communicator's life; taken in turn, it spoils a batch of each. */
 static chorus_result_t tune_time_algos(prims_t *p, const algo_run_fn *runs, int nways, const coll_args_t *a,
-                                       int batches, double *best)
+                                       int batches, int calls, double *best)
 {
     coll_args_t barrier = {.coll = COLL_BARRIER};
     chorus_result_t res = CHORUS_SUCCESS;
@@ -129,25 +137,28 @@ static chorus_result_t tune_time_algos(prims_t *p, const algo_run_fn *runs, int 
     for (int b = 0; b < batches && res == CHORUS_SUCCESS; b++)
         for (int w = 0; w < nways && res == CHORUS_SUCCESS; w++) {
             int64_t t0 = time_now_ns();
-            for (int i = 0; i < TUNE_ALGO_BATCH && res == CHORUS_SUCCESS; i++) res = runs[w](p, a);
+            for (int i = 0; i < calls && res == CHORUS_SUCCESS; i++) res = runs[w](p, a);
             if (res == CHORUS_SUCCESS) res = barrier_direct(p, &barrier);
-            double t = (double)(time_now_ns() - t0) * 1e-9 / TUNE_ALGO_BATCH;
+            double t = (double)(time_now_ns() - t0) * 1e-9 / calls;
             if (t < best[w]) best[w] = t;
         }
     return res;
 }
 
+/* The arena's AllGathers: direct (through the slots) and single copy (out of the peers' memory). */
+static const algo_run_fn tune_allgathers[] = {allgather_direct, allgather_cma};
+
 /* Best mean times of `batches` batches of allgathers of each of `nways` algorithms (direct or single-copy)
  * of `each` bytes per rank, in scratch where they fit. */
 static chorus_result_t tune_time_allgathers(prims_t *p, const algo_run_fn *runs, int nways, size_t each,
-                                            int batches, char *scratch, double *best)
+                                            int batches, int calls, char *scratch, double *best)
 {
     int n = prims_nranks(p);
     char *buf = ((size_t)n + 1) * each <= TUNE_SCRATCH_BYTES ? scratch : tune_alloc(((size_t)n + 1) * each);
     if (!buf) return CHORUS_ERR_NO_MEMORY;
     coll_args_t a = {.coll = COLL_ALLGATHER, .sendbuf = buf + (size_t)n * each, .recvbuf = buf, .count = each,
                      .dtype = chorus_uint8};
-    chorus_result_t res = tune_time_algos(p, runs, nways, &a, batches, best);
+    chorus_result_t res = tune_time_algos(p, runs, nways, &a, batches, calls, best);
     if (buf != scratch) free(buf);
     return res;
 }
@@ -169,7 +180,6 @@ static chorus_result_t tune_measure_arena(prims_t *p, tune_state_t *ts, const tu
     }
     int me = prims_rank(p), n = prims_nranks(p);
     if (me == 0 && best > 0 && isfinite(best)) tp->alpha[TUNE_LINK_ARENA] = best / share;
-    static const algo_run_fn runs[] = {allgather_direct, allgather_cma};
     static const algo_cost_fn costs[] = {allgather_direct_cost, allgather_cma_cost};
     int nways = ts->comm.caps.single_copy ? 2 : 1;
     for (int r = 0; r < (e->memory_trips ? TUNE_REGIMES : 1); r++) {
@@ -179,7 +189,7 @@ static chorus_result_t tune_measure_arena(prims_t *p, tune_state_t *ts, const tu
         size_t each = CHORUS_MAX(all / (size_t)n, (size_t)4096);
         double t[2];
         int batches = CHORUS_MAX((r == TUNE_CACHE ? e->large_trips : e->memory_trips) / 2, 1);
-        CHECK(tune_time_allgathers(p, runs, nways, each, batches, scratch, t));
+        CHECK(tune_time_allgathers(p, tune_allgathers, nways, each, batches, e->algo_batch, scratch, t));
         for (int w = 0; w < nways; w++) {
             double *rate = w == 0 ? tp->beta[TUNE_LINK_ARENA] : tp->beta_cma;
             algo_shape_t shape = {.p = n, .n = (double)each * n, .chunk = ts->comm.chunk, .slot = ts->comm.slot,
@@ -191,7 +201,7 @@ static chorus_result_t tune_measure_arena(prims_t *p, tune_state_t *ts, const tu
             if (me == 0)
                 LOG_DEBUG(LOG_SUB_TUNING, "calibration: %s allgather of %zu bytes per rank: best %.1f us per call "
                           "of %d batches of %d; %.1f us left to %.0f bytes of reads after %.0f steps and %.0f bytes copied",
-                          w == 0 ? "direct" : "single-copy", each, t[w] * 1e6, batches, TUNE_ALGO_BATCH, rest * 1e6,
+                          w == 0 ? "direct" : "single-copy", each, t[w] * 1e6, batches, e->algo_batch, rest * 1e6,
                           c.bytes, c.steps, c.copied);
             /* Reading a peer's data is a copy: no faster than a local one (a disturbed subtraction could
              * otherwise promise any rate). */
@@ -208,21 +218,27 @@ static chorus_result_t tune_measure_arena(prims_t *p, tune_state_t *ts, const tu
  * Rapids virtual machine (2 MiB of L2 per core) a copy by one core ran at 14.5 GB/s at working sets of 4 to
  * 32 MiB, 40 % of its rate at 2 MiB, where a 2-rank AllGather kept 79 % of its own; priced by the copy's
  * profile every algorithm of 2 ranks at 4 MiB took 0.6 to 0.85 of its prediction, by the AllGather's 0.85 to
- * 1.1 (but for bruck, 1.5). */
+ * 1.1 (but for bruck, 1.5). Where ranks can read each other's memory, the single-copy AllGathers of the same
+ * sizes give the single-copy reads' profile (tune_cma_memory_share): on a Xeon virtual machine (2 MiB of L2
+ * per core) the direct AllGather's rate fell by a third from 1 to 4 MiB and then stayed, the single-copy
+ * one's fell from 4 MiB and again, by a third, from 16 to 64 MiB (docs/tuning.md). */
 static chorus_result_t tune_measure_arena_profile(prims_t *p, tune_state_t *ts, char *scratch)
 {
     tune_params_t *tp = &ts->file.params;
     int n = prims_nranks(p), k = 0;
     double s = tune_share(&ts->comm);
+    int nways = ts->comm.caps.single_copy ? 2 : 1;
     for (size_t all = 256u << 10; all <= (128u << 20) && k < TUNE_PROFILE_MAX; all *= 2, k++) {
         size_t each = CHORUS_MAX(all / (size_t)n, (size_t)4096);
-        double t;
-        const algo_run_fn direct = allgather_direct;
-        CHECK(tune_time_allgathers(p, &direct, 1, each, all < (16u << 20) ? 5 : 2, scratch, &t));
-        tp->profile_bytes[k] = algo_buffer_bytes(COLL_ALLGATHER, (double)each * n, n) * s;
-        tp->profile_rate[k] = (double)each * n / t;
+        double t[2];
+        CHECK(tune_time_allgathers(p, tune_allgathers, nways, each, all < (16u << 20) ? 5 : 2, tune_thorough.algo_batch,
+                                   scratch, t));
+        tp->profile_bytes[k] = tp->cma_profile_bytes[k] = algo_buffer_bytes(COLL_ALLGATHER, (double)each * n, n) * s;
+        tp->profile_rate[k] = (double)each * n / t[0];
+        tp->cma_profile_rate[k] = nways > 1 ? (double)each * n / t[1] : 0;
     }
     tp->nprofile = k;
+    tp->ncma_profile = nways > 1 ? k : 0;
     return CHORUS_SUCCESS;
 }
 

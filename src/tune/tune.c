@@ -57,7 +57,7 @@ void tune_params_median(tune_params_t *tp, const tune_params_t *runs, int k)
 #define TUNE_FIGURE(f) {offsetof(tune_params_t, f), sizeof(((tune_params_t *)0)->f) / sizeof(double)}
         TUNE_FIGURE(alpha), TUNE_FIGURE(beta),  TUNE_FIGURE(beta_oneway),  TUNE_FIGURE(beta_cma),
         TUNE_FIGURE(beta_copy), TUNE_FIGURE(beta_stream), TUNE_FIGURE(gamma), TUNE_FIGURE(cache_bytes),
-        TUNE_FIGURE(profile_rate),
+        TUNE_FIGURE(profile_rate), TUNE_FIGURE(cma_profile_rate),
 #undef TUNE_FIGURE
     };
     k = CHORUS_MIN(k, TUNE_MEDIAN_MAX);
@@ -71,31 +71,45 @@ void tune_params_median(tune_params_t *tp, const tune_params_t *runs, int k)
         }
 }
 
-/* The profile's time per byte at working set w: log-linear in w between its points, its end points' beyond
+/* A profile's time per byte at working set w: log-linear in w between its points, its end points' beyond
  * them. */
-static double tune_profile_time(const tune_params_t *tp, double w)
+static double tune_profile_time(const double *bytes, const double *rate, int n, double w)
 {
-    int n = tp->nprofile, k = 1;
-    if (w <= tp->profile_bytes[0]) return 1 / tp->profile_rate[0];
-    if (w >= tp->profile_bytes[n - 1]) return 1 / tp->profile_rate[n - 1];
-    while (tp->profile_bytes[k] < w) k++;
-    double x = log2(w / tp->profile_bytes[k - 1]) / log2(tp->profile_bytes[k] / tp->profile_bytes[k - 1]);
-    return (1 - x) / tp->profile_rate[k - 1] + x / tp->profile_rate[k];
+    int k = 1;
+    if (w <= bytes[0]) return 1 / rate[0];
+    if (w >= bytes[n - 1]) return 1 / rate[n - 1];
+    while (bytes[k] < w) k++;
+    double x = log2(w / bytes[k - 1]) / log2(bytes[k] / bytes[k - 1]);
+    return (1 - x) / rate[k - 1] + x / rate[k];
+}
+
+/* The memory share by a profile: from the working set of the calls that measure the cache figures
+ * (TUNE_CACHE_BYTES in all, on this communicator's cores) to that of the memory figures' copies. -1
+ * where the profile cannot say (fewer than two points, or no slower at the memory end). */
+static double tune_profile_share(const double *bytes, const double *rate, int n, const tune_comm_t *tc,
+                                 double buffers)
+{
+    if (n < 2) return -1;
+    double s = tune_share(tc), lo = tune_profile_time(bytes, rate, n, 2.0 * TUNE_CACHE_BYTES * s),
+           hi = tune_profile_time(bytes, rate, n, 2.0 * TUNE_MEMORY_BYTES);
+    if (hi <= lo) return -1;
+    return CHORUS_MIN(CHORUS_MAX((tune_profile_time(bytes, rate, n, buffers * s) - lo) / (hi - lo), 0.0), 1.0);
 }
 
 double tune_memory_share(const tune_params_t *tp, const tune_comm_t *tc, double buffers)
 {
-    if (tp->nprofile >= 2) {
-        /* From the working set of the calls that measure the cache figures (TUNE_CACHE_BYTES in all, on
-         * this communicator's cores) to that of the memory figures' copies. */
-        double s = tune_share(tc), lo = tune_profile_time(tp, 2.0 * TUNE_CACHE_BYTES * s),
-               hi = tune_profile_time(tp, 2.0 * TUNE_MEMORY_BYTES);
-        if (hi > lo) return CHORUS_MIN(CHORUS_MAX((tune_profile_time(tp, buffers * s) - lo) / (hi - lo), 0.0), 1.0);
-    }
+    double f = tune_profile_share(tp->profile_bytes, tp->profile_rate, tp->nprofile, tc, buffers);
+    if (f >= 0) return f;
     double w = buffers * CHORUS_MAX(tc->ranks_per_host, 1), lo = tp->cache_bytes / 4, hi = tp->cache_bytes * 4;
     if (w <= lo) return 0;
     if (w >= hi) return 1;
     return log2(w / lo) / log2(hi / lo);
+}
+
+double tune_cma_memory_share(const tune_params_t *tp, const tune_comm_t *tc, double buffers)
+{
+    double f = tune_profile_share(tp->cma_profile_bytes, tp->cma_profile_rate, tp->ncma_profile, tc, buffers);
+    return f >= 0 ? f : tune_memory_share(tp, tc, buffers);
 }
 
 /* Seconds per byte at rate[cache] and rate[memory], blended by the memory share f. */
@@ -122,15 +136,17 @@ static double predict(const tune_params_t *tp, const tune_comm_t *tc, const algo
                           .hosts = tc->caps.hosts, .per_host = tc->caps.per_host};
     algo_cost_t c = d->cost(&shape);
     tune_link_t link = c.link == ALGO_LINK_NET ? tc->net : TUNE_LINK_ARENA;
-    double f = tune_memory_share(tp, tc, algo_buffer_bytes(d->coll, n, tc->nranks));
+    double buffers = algo_buffer_bytes(d->coll, n, tc->nranks), f = tune_memory_share(tp, tc, buffers);
     /* What stays in cache at any size (a combine over slot-sized chunks): the cache rates whatever f is. */
     double copy = tune_per_byte(tp->beta_copy, f);
     double t = c.steps * tp->alpha[link] + (c.copied - c.streamed) * copy +
                c.streamed * tune_stream_per_byte(tp, copy) +
                (c.reduced - c.slot_reduced) * ((1 - f) * tp->gamma[TUNE_CACHE] + f * tp->gamma[TUNE_MEMORY]) +
                c.slot_reduced * tp->gamma[TUNE_CACHE];
-    const double *rate = c.link == ALGO_LINK_CMA && !mapped ? tp->beta_cma : tp->beta[link];
-    if (c.bytes > 0) t += (c.bytes - c.slot_bytes) * tune_per_byte(rate, f) + c.slot_bytes / rate[TUNE_CACHE];
+    int cma = c.link == ALGO_LINK_CMA && !mapped;
+    const double *rate = cma ? tp->beta_cma : tp->beta[link];
+    double f_read = cma ? tune_cma_memory_share(tp, tc, buffers) : f;
+    if (c.bytes > 0) t += (c.bytes - c.slot_bytes) * tune_per_byte(rate, f_read) + c.slot_bytes / rate[TUNE_CACHE];
     if (c.oneway > 0) t += c.oneway * tune_per_byte(tp->beta_oneway[link], f);
     t = CHORUS_MAX(t, c.steps * tp->alpha[link] + c.beside_copied * tune_per_byte(tp->beta_copy, f));
     double inside = c.inside_steps * tp->alpha[tc->inside];
@@ -360,20 +376,23 @@ static int tune_parse_line(tune_file_t *tf, char **w, int nw, int *version_p, ch
         return 0;
     }
     double rate;
-    if (strcmp(w[0], "profile") == 0 && nw == 3 && params_parse_size(w[1], &bytes) == 0 && bytes > 0 &&
-        tune_parse_value(w[2], &rate) == 0 && rate > 0) {
+    int cma = nw == 4 && strcmp(w[1], "cma") == 0;
+    if (strcmp(w[0], "profile") == 0 && nw == 3 + cma && params_parse_size(w[1 + cma], &bytes) == 0 && bytes > 0 &&
+        tune_parse_value(w[2 + cma], &rate) == 0 && rate > 0) {
         tune_params_t *tp = &tf->params;
-        if (tp->nprofile == TUNE_PROFILE_MAX) {
+        int *np = cma ? &tp->ncma_profile : &tp->nprofile;
+        double *pb = cma ? tp->cma_profile_bytes : tp->profile_bytes, *pr = cma ? tp->cma_profile_rate : tp->profile_rate;
+        if (*np == TUNE_PROFILE_MAX) {
             snprintf(err, errlen, "more than %d profile points", TUNE_PROFILE_MAX);
             return -1;
         }
-        if (tp->nprofile > 0 && (double)bytes <= tp->profile_bytes[tp->nprofile - 1]) {
-            snprintf(err, errlen, "profile points must come in increasing bytes (%s after %.0f)", w[1],
-                     tp->profile_bytes[tp->nprofile - 1]);
+        if (*np > 0 && (double)bytes <= pb[*np - 1]) {
+            snprintf(err, errlen, "profile points must come in increasing bytes (%s after %.0f)", w[1 + cma],
+                     pb[*np - 1]);
             return -1;
         }
-        tp->profile_bytes[tp->nprofile] = (double)bytes;
-        tp->profile_rate[tp->nprofile++] = rate;
+        pb[*np] = (double)bytes;
+        pr[(*np)++] = rate;
         return 0;
     }
     if (strcmp(w[0], "rule") == 0) {
@@ -387,7 +406,7 @@ static int tune_parse_line(tune_file_t *tf, char **w, int nw, int *version_p, ch
     }
     snprintf(err, errlen, "cannot read \"%s ...\" (expected alpha shm|tcp|arena T, beta shm|tcp|arena|copy|cma "
              "cache|memory RATE, beta stream memory RATE, oneway shm|tcp cache|memory RATE, gamma cache|memory T, "
-             "cache SIZE, profile SIZE RATE, rule COLL ALGO [bounds], machine, date)", w[0]);
+             "cache SIZE, profile [cma] SIZE RATE, rule COLL ALGO [bounds], machine, date)", w[0]);
     return -1;
 }
 
@@ -409,7 +428,7 @@ chorus_result_t tune_file_read(const char *path, tune_file_t *tf, char *err, siz
         snprintf(err, errlen, "CHORUS_TUNING_FILE=%s: cannot open it: %s", path, strerror(errno));
         return CHORUS_ERR_INVALID_ARGUMENT;
     }
-    char line[512], why[256];
+    char line[512], why[384];
     int lineno = 0, version = 0;
     chorus_result_t res = CHORUS_SUCCESS;
     /* Unset until a line gives them: see tune_file_fill_rates. */
@@ -510,6 +529,10 @@ chorus_result_t tune_file_write(const char *path, const tune_file_t *tf, char *e
         fprintf(f, "# the memory share's profile: rates by working set per core (docs/tuning.md, Regimes)\n");
     for (int k = 0; k < tp->nprofile; k++)
         fprintf(f, "profile %.0f %.4gGB/s\n", tp->profile_bytes[k], tp->profile_rate[k] / 1e9);
+    if (tp->ncma_profile > 0)
+        fprintf(f, "# the single-copy reads' profile: a single-copy AllGather's rates at the same working sets\n");
+    for (int k = 0; k < tp->ncma_profile; k++)
+        fprintf(f, "profile cma %.0f %.4gGB/s\n", tp->cma_profile_bytes[k], tp->cma_profile_rate[k] / 1e9);
     fprintf(f, "# rules, tried in order before the built-in ones and the model: rule COLLECTIVE ALGORITHM [ranks>=P] "
                "[ranks<=P] [ranks=P] [link=shm|tcp] [place=in|out] [bytes>=N] [bytes<=N]\n");
     for (int r = 0; r < tf->nrules; r++) {
@@ -626,11 +649,11 @@ void tune_measure_profile(tune_params_t *tp)
     /* The memory regime's copy is the profile's point at its working set: one measurement, not two that
      * the noise of a shared machine sets apart (7.2 and 9.4 GB/s in one run on one virtual machine), since
      * the memory share counts from the profile's time there. */
-    double at_memory = tune_profile_time(tp, 2.0 * TUNE_MEMORY_BYTES);
+    double at_memory = tune_profile_time(tp->profile_bytes, tp->profile_rate, n, 2.0 * TUNE_MEMORY_BYTES);
     if (at_memory > 0) tp->beta_copy[TUNE_MEMORY] = 1 / at_memory;
     /* cache: from 2 MiB (past the private caches, so the drop looked for is the last-level cache's), the
      * working sets copied at more than half the rate at 2 MiB. */
-    double at_2m = tune_profile_time(tp, 2.0 * TUNE_CACHE_BYTES);
+    double at_2m = tune_profile_time(tp->profile_bytes, tp->profile_rate, n, 2.0 * TUNE_CACHE_BYTES);
     for (int k = 0; k < n; k++) {
         if (tp->profile_bytes[k] < 2.0 * TUNE_CACHE_BYTES) continue;
         if (1 / tp->profile_rate[k] > 2 * at_2m) break;

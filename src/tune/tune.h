@@ -12,7 +12,8 @@
  * host (its ranks' inputs and outputs, algo_buffer_bytes) passes a quarter of the last-level cache: all cache
  * below that, all memory from four times the cache up, log-linear between (caches are shared and the
  * data of other ranks' cores arrives through them, so the knee is gradual), or by a measured profile
- * where a tuning file has one (tune_memory_share). The bytes and reductions that stay in cache at any
+ * where a tuning file has one (tune_memory_share; the single-copy reads by a profile of their own,
+ * tune_cma_memory_share). The bytes and reductions that stay in cache at any
  * size (algo_cost_t.slot_bytes, slot_reduced: a combine's reads of the arena's slots and its passes over
  * a slot-sized chunk) take the cache rates: the slots are reused chunk after chunk. The copies that
  * stream past the cache (algo_cost_t.streamed, copy_out's) take their own rate, whatever the regime.
@@ -47,6 +48,13 @@ typedef struct tune_params {
      * share instead of cache_bytes (tune_memory_share). */
     int nprofile;
     double profile_bytes[TUNE_PROFILE_MAX], profile_rate[TUNE_PROFILE_MAX];
+    /* The single-copy reads' own profile (chorus-tune, where ranks can read each other's memory): a
+     * single-copy AllGather's rates at the same working sets. process_vm_readv's rate falls where the
+     * peer's buffer leaves the last-level cache, not where the arena's copies leave the private caches
+     * (docs/tuning.md, "Single-copy reads have a knee of their own"): the memory share of the reads of
+     * single copy comes from it where it has points. */
+    int ncma_profile;
+    double cma_profile_bytes[TUNE_PROFILE_MAX], cma_profile_rate[TUNE_PROFILE_MAX];
     char source[256];                            /* where they come from, for the logs */
 } tune_params_t;
 
@@ -80,6 +88,9 @@ double tune_share(const tune_comm_t *tc);
  * log-linearly from a quarter of the cache to four times it (caches are shared, with other ranks and
  * other tenants). */
 double tune_memory_share(const tune_params_t *tp, const tune_comm_t *tc, double buffers);
+/* The same for the single-copy reads (process_vm_readv): from their own profile where the tuning file has
+ * one, else tune_memory_share's. */
+double tune_cma_memory_share(const tune_params_t *tp, const tune_comm_t *tc, double buffers);
 
 /* tp = runs[0] with every measured figure the median of its k values (the lower middle for an even k),
  * the profile's rates point by point: one disturbed pass of chorus-tune's measurement then counts for
@@ -120,6 +131,7 @@ const algo_desc_t *tune_model_choice(const tune_params_t *tp, const tune_comm_t 
  *     gamma cache|memory <seconds per byte>
  *     cache <bytes>
  *     profile <bytes> <bytes per second>       (one line per point, bytes increasing)
+ *     profile cma <bytes> <bytes per second>   (the single-copy reads' profile, likewise)
  *     rule <collective> <algorithm> [ranks>=P] [ranks<=P] [ranks=P] [bytes>=N] [bytes<=N] [link=shm|tcp]
  *          [place=in|out]
  * Blank lines and lines starting with # are ignored. Rules apply in file order, before the built-in

@@ -99,6 +99,27 @@ check "an AllGather's buffers are 1.5 n on 2 ranks: 64 MiB priced between the tw
     -v c="$g64" 'BEGIN { print (b > 0 && c / b > 2.1 && c / b < 3.9) ? 0 : 1 }')"
 bad $'chorus-tuning 1\nprofile 4M 1GB/s\nprofile 2M 1GB/s' "increasing bytes"
 
+# The single-copy reads take the memory share of their own profile (profile cma) where the file has one:
+# the 2-rank single-copy AllGather of 32 MiB reads 16 MiB from the peer with 48 MiB of buffers per rank,
+# the flat part of the profile above (cache rate, 10 GB/s: 1678 us) but past the knee of a cma profile
+# that falls at 4 MiB (memory rate, 5 GB/s: 3355 us); the direct AllGather, through the arena, keeps the
+# first profile's share.
+sed -e '/^beta shm/d' "$tmp/profile" > "$tmp/reads"
+printf '%s\n' "alpha arena 0" "beta cma cache 10GB/s" "beta cma memory 5GB/s" "beta arena cache 10GB/s" \
+    "beta arena memory 5GB/s" "beta stream memory 1e30" >> "$tmp/reads"
+printf '%s\n' "profile cma 2097152 10GB/s" "profile cma 4194304 5GB/s" "profile cma 134217728 5GB/s" |
+    cat "$tmp/reads" - > "$tmp/reads.cma"
+r0=$(predicted cma allgather -p 2 -b 32M -e 32M --arena --tuning-file "$tmp/reads")
+r1=$(predicted cma allgather -p 2 -b 32M -e 32M --arena --tuning-file "$tmp/reads.cma")
+d0=$(predicted direct allgather -p 2 -b 32M -e 32M --arena --tuning-file "$tmp/reads")
+d1=$(predicted direct allgather -p 2 -b 32M -e 32M --arena --tuning-file "$tmp/reads.cma")
+echo "  single-copy allgather 32M: ${r0:-?} us with one profile, ${r1:-?} with a cma profile; direct ${d0:-?}, ${d1:-?}"
+check "single-copy reads priced by their own profile (1678 us, then 3355), the direct AllGather not" "$(awk \
+    -v a="$r0" -v b="$r1" -v c="$d0" -v d="$d1" \
+    'BEGIN { print (a > 1675 && a < 1681 && b > 3350 && b < 3360 && c > 0 && c == d) ? 0 : 1 }')"
+bad $'chorus-tuning 1\nprofile cma 4M 1GB/s\nprofile cma 2M 1GB/s' "increasing bytes"
+bad $'chorus-tuning 1\nprofile dma 4M 1GB/s' "profile \\[cma\\] SIZE RATE"
+
 # What stays in cache at any size is priced at the cache rate: two-shot's combine reads half of a 2-rank
 # buffer from the peer's slot into its own, its gather the other half out to the output, so at 64 MiB
 # (all memory regime) it takes n/2 at 10 GB/s and n/2 at 5; one-shot combines the peer's slot into a

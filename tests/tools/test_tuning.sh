@@ -11,10 +11,16 @@ check() { if [ "$2" = 0 ]; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi;
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-timeout 60 "$run" -n 2 "$tune" -o "$tmp/tuned" > "$tmp/out" 2>&1
+CHORUS_LOG_LEVEL=INFO CHORUS_LOG_SUBSYS=TUNING timeout 60 "$run" -n 2 "$tune" -o "$tmp/tuned" > "$tmp/out" 2>&1
 status=$?
 cat "$tmp/out"
 check "chorus-tune ran" "$status"
+# Where ranks can read each other's memory, the single-copy reads' profile has the profile's working sets.
+single_copy=$(grep -q 'single-copy reads off' "$tmp/out" && echo off || echo on)
+check "its single-copy profile (single copy $single_copy) has the profile's points" "$(diff \
+    <(awk '$1 == "profile" && NF == 3 { print $2 }' "$tmp/tuned") \
+    <(awk '$1 == "profile" && $2 == "cma" { print $3 }' "$tmp/tuned") > /dev/null
+    r=$?; if [ $single_copy = on ]; then echo $r; else grep -c '^profile cma' "$tmp/tuned"; fi)"
 check "it wrote every parameter" "$(for k in 'alpha shm' 'alpha tcp' 'alpha arena' 'beta shm cache' 'beta tcp memory' \
     'beta arena cache' 'beta cma memory' 'oneway shm cache' 'oneway tcp memory' 'beta copy memory' 'beta stream memory' 'gamma cache' \
     'cache ' 'profile '; do grep -q "^$k" "$tmp/tuned" || echo missing; done | grep -c missing | sed 's/^0$/0/')"

@@ -538,6 +538,11 @@ static void check_params_median(void)
     runs[1].alpha[TUNE_LINK_SHM] = 2e-6;
     runs[1].profile_rate[1] = 1e9;
     runs[2].profile_rate[1] = 2e9;
+    for (int i = 0; i < 3; i++) {
+        runs[i].ncma_profile = 1;
+        runs[i].cma_profile_bytes[0] = 1 << 20;
+        runs[i].cma_profile_rate[0] = (i == 1 ? 0.5e9 : 8e9 + i * 1e9);
+    }
     runs[0].cache_bytes = 8 << 20;
     runs[1].cache_bytes = 16 << 20;
     runs[2].cache_bytes = 4 << 20;
@@ -548,6 +553,8 @@ static void check_params_median(void)
     TEST_ASSERT(med.profile_rate[1] == 2e9 && med.profile_rate[0] == 10e9, "profile %g %g", med.profile_rate[0],
                 med.profile_rate[1]);
     TEST_ASSERT(med.cache_bytes == 8 << 20, "cache %g", med.cache_bytes);
+    TEST_ASSERT(med.cma_profile_rate[0] == 8e9 && med.ncma_profile == 1, "the single-copy profile's median: %g",
+                med.cma_profile_rate[0]);
     TEST_ASSERT(med.nprofile == 2 && med.profile_bytes[1] == 64 << 20, "the profile's sizes kept");
     TEST_ASSERT(med.beta_copy[TUNE_CACHE] == runs[0].beta_copy[TUNE_CACHE], "figures alike in every pass kept");
 }
