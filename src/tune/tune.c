@@ -451,6 +451,7 @@ chorus_result_t tune_file_read(const char *path, tune_file_t *tf, char *err, siz
         snprintf(err, errlen, "CHORUS_TUNING_FILE=%s: empty, or not a tuning file (no \"chorus-tuning 1\")", path);
         res = CHORUS_ERR_INVALID_ARGUMENT;
     }
+    tf->from_file = res == CHORUS_SUCCESS;
     if (res == CHORUS_SUCCESS)
         snprintf(tf->params.source, sizeof(tf->params.source), "tuning file %.60s, measured on %.40s", path,
                  tf->machine[0] ? tf->machine : "an unnamed machine");

@@ -150,6 +150,7 @@ typedef struct tune_rule {
 
 typedef struct tune_file {
     tune_params_t params;
+    int from_file; /* params read from a tuning file (tune_file_read), not the built-in ones */
     char machine[160];
     tune_rule_t rules[TUNE_MAX_RULES];
     int nrules;
