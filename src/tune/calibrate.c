@@ -221,8 +221,8 @@ static chorus_result_t tune_measure_arena(prims_t *p, tune_state_t *ts, const tu
  * 1.1 (but for bruck, 1.5). Where ranks can read each other's memory, the single-copy AllGathers of the same
  * sizes give the single-copy reads' profile (tune_cma_memory_share): on a Xeon virtual machine (2 MiB of L2
  * per core) the direct AllGather's rate fell by a third from 1 to 4 MiB and then stayed, the single-copy
- * one's fell from 4 MiB and again, by a third, from 16 to 64 MiB (docs/tuning.md). */
-static chorus_result_t tune_measure_arena_profile(prims_t *p, tune_state_t *ts, char *scratch)
+ * one's by half from 1 to 4 MiB and again by a third from 16 to 64 MiB (docs/tuning.md). */
+static chorus_result_t tune_measure_arena_profile(prims_t *p, tune_state_t *ts, const tune_effort_t *e, char *scratch)
 {
     tune_params_t *tp = &ts->file.params;
     int n = prims_nranks(p), k = 0;
@@ -231,8 +231,7 @@ static chorus_result_t tune_measure_arena_profile(prims_t *p, tune_state_t *ts, 
     for (size_t all = 256u << 10; all <= (128u << 20) && k < TUNE_PROFILE_MAX; all *= 2, k++) {
         size_t each = CHORUS_MAX(all / (size_t)n, (size_t)4096);
         double t[2];
-        CHECK(tune_time_allgathers(p, tune_allgathers, nways, each, all < (16u << 20) ? 5 : 2, tune_thorough.algo_batch,
-                                   scratch, t));
+        CHECK(tune_time_allgathers(p, tune_allgathers, nways, each, all < (16u << 20) ? 5 : 2, e->algo_batch, scratch, t));
         tp->profile_bytes[k] = tp->cma_profile_bytes[k] = algo_buffer_bytes(COLL_ALLGATHER, (double)each * n, n) * s;
         tp->profile_rate[k] = (double)each * n / t[0];
         tp->cma_profile_rate[k] = nways > 1 ? (double)each * n / t[1] : 0;
@@ -305,7 +304,7 @@ chorus_result_t tune_measure(prims_t *p, tune_state_t *ts, int thorough)
     if (res == CHORUS_SUCCESS && ts->inside_partner > 0)
         res = tune_measure_link(p, ts, e, scratch, ts->inside_partner, ts->comm.inside, same_host);
     if (res == CHORUS_SUCCESS && ts->comm.caps.direct) res = tune_measure_arena(p, ts, e, scratch);
-    if (res == CHORUS_SUCCESS && ts->comm.caps.direct && thorough) res = tune_measure_arena_profile(p, ts, scratch);
+    if (res == CHORUS_SUCCESS && ts->comm.caps.direct && thorough) res = tune_measure_arena_profile(p, ts, e, scratch);
     free(scratch);
     CHECK(res);
     if (prims_rank(p) == 0 && !thorough && !(ts->file.from_file && ts->comm.caps.oversubscribed)) /* see above */
