@@ -138,6 +138,9 @@ const void *prims_direct_view(prims_t *p, int peer, uint64_t addr, size_t bytes)
 /* Copy bytes at peer's published address addr into dst. out: dst is an output that nothing reads back
  * within the call (large copies into it may stream past the cache, util/copy.h). */
 chorus_result_t prims_direct_read(prims_t *p, int peer, uint64_t addr, void *dst, size_t bytes, int out);
+/* Copy bytes from src to peer's published address addr (process_vm_writev, one copy). The peer must not
+ * touch those bytes until the writer has said it is done (a phase it publishes after its writes). */
+chorus_result_t prims_direct_write(prims_t *p, int peer, uint64_t addr, const void *src, size_t bytes);
 
 /* Balanced partition of count elements into nblocks: block i starts at *off_p and has *cnt_p elements
  * (the first count % nblocks blocks get one more). */

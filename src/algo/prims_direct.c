@@ -177,15 +177,26 @@ const void *prims_direct_view(prims_t *p, int peer, uint64_t addr, size_t bytes)
     return shm_arena_view(p->arena, peer, addr, bytes);
 }
 
-chorus_result_t prims_direct_read(prims_t *p, int peer, uint64_t addr, void *dst, size_t bytes, int out)
+/* The error of a failed single-copy transfer with peer (errno e): a gone peer is the peer's fault. */
+static chorus_result_t direct_copy_failed(prims_t *p, int peer, const char *what, size_t bytes, int e)
 {
-    int e = shm_arena_read(p->arena, peer, addr, dst, bytes, out);
-    if (!e) return CHORUS_SUCCESS;
-    snprintf(p->err, p->errlen, "%s #%llu phase %u: cannot read %zu bytes of rank %d (%s): %s%s", p->op_name,
-             (unsigned long long)p->op_seq, p->phase, bytes, peer, prims_host(p, peer), strerror(e),
+    snprintf(p->err, p->errlen, "%s #%llu phase %u: cannot %s %zu bytes of rank %d (%s): %s%s", p->op_name,
+             (unsigned long long)p->op_seq, p->phase, what, bytes, peer, prims_host(p, peer), strerror(e),
              e == ESRCH ? " (the peer exited)" : "");
     LOG_WARN(LOG_SUB_COLL, "%s", p->err);
     chorus_result_t res = e == ESRCH ? CHORUS_ERR_REMOTE : CHORUS_ERR_SYSTEM;
     prims_blame(p, res, peer, p->rank);
     return res;
+}
+
+chorus_result_t prims_direct_read(prims_t *p, int peer, uint64_t addr, void *dst, size_t bytes, int out)
+{
+    int e = shm_arena_read(p->arena, peer, addr, dst, bytes, out);
+    return e ? direct_copy_failed(p, peer, "read", bytes, e) : CHORUS_SUCCESS;
+}
+
+chorus_result_t prims_direct_write(prims_t *p, int peer, uint64_t addr, const void *src, size_t bytes)
+{
+    int e = shm_arena_write(p->arena, peer, addr, src, bytes);
+    return e ? direct_copy_failed(p, peer, "write", bytes, e) : CHORUS_SUCCESS;
 }

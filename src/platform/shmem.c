@@ -108,6 +108,20 @@ int shmem_peer_read(int pid, uint64_t addr, void *dst, size_t bytes)
     return 0;
 }
 
+int shmem_peer_write(int pid, uint64_t addr, const void *src, size_t bytes)
+{
+    while (bytes) {
+        struct iovec local = {(void *)src, bytes}, remote = {(void *)(uintptr_t)addr, bytes};
+        ssize_t n = process_vm_writev(pid, &local, 1, &remote, 1, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return n < 0 ? errno : EFAULT;
+        src = (const char *)src + n;
+        addr += (uint64_t)n;
+        bytes -= (size_t)n;
+    }
+    return 0;
+}
+
 int shmem_anon_create(size_t bytes, int *fd_p, void **map_p)
 {
     int fd = (int)syscall(SYS_memfd_create, "chorus-buffer", MFD_CLOEXEC);

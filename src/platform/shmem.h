@@ -22,6 +22,8 @@ void shmem_prefault(const void *map, size_t bytes);
 /* Copy bytes from another process's address space (process_vm_readv: one copy, no shared mapping).
  * Returns 0, or the errno (EPERM where the kernel's ptrace policy forbids it, ESRCH for a gone process). */
 int shmem_peer_read(int pid, uint64_t addr, void *dst, size_t bytes);
+/* Copy bytes into another process's address space (process_vm_writev; the same permission and errors). */
+int shmem_peer_write(int pid, uint64_t addr, const void *src, size_t bytes);
 
 /* Anonymous shared memory that other processes may map: a memfd of `bytes`, mapped read-write. Returns
  * 0 with its descriptor in *fd_p, or the errno. Pages are supplied on first touch, as malloc's are. */

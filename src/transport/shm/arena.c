@@ -422,3 +422,8 @@ int shm_arena_read(shm_arena_t *arena, int rank, uint64_t addr, void *dst, size_
         copy_bytes(dst, src, bytes);
     return 0;
 }
+
+int shm_arena_write(shm_arena_t *arena, int rank, uint64_t addr, const void *src, size_t bytes)
+{
+    return shmem_peer_write((int)arena->lines[rank].pid, addr, src, bytes);
+}

@@ -124,5 +124,7 @@ const void *shm_arena_view(shm_arena_t *arena, int rank, uint64_t addr, size_t b
  * the region, else with process_vm_readv. out: dst is an output nothing reads back soon (copy_out). Returns 0
  * or the errno. */
 int shm_arena_read(shm_arena_t *arena, int rank, uint64_t addr, void *dst, size_t bytes, int out);
+/* Copy bytes from src to address addr of rank's memory (process_vm_writev). Returns 0 or the errno. */
+int shm_arena_write(shm_arena_t *arena, int rank, uint64_t addr, const void *src, size_t bytes);
 
 #endif
