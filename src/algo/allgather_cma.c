@@ -47,12 +47,15 @@ chorus_result_t allgather_cma(prims_t *p, const coll_args_t *a)
     int push = (own != a->sendbuf || n > 2) && !prims_direct_in_shared_memory(a->sendbuf, bytes);
     CHECK(prims_direct_begin(p, (void **)&slot));
     slot[0] = prims_direct_share(p, a->sendbuf, bytes);
-    slot[1] = prims_direct_share(p, out, bytes * (size_t)n);
+    slot[1] = (uint64_t)(uintptr_t)out; /* written with process_vm_writev only, never mapped */
     slot[2] = (uint64_t)push;
     prims_direct_publish(p, 3 * sizeof(*slot));
-    if (!push && own != a->sendbuf) copy_out(own, a->sendbuf, bytes);
+    /* The own block's copy while the peers arrive, unless it is to bring a chunk into cache for its writes
+     * (a block of one chunk stays there meanwhile). */
+    int copied = own == a->sendbuf || !push || bytes <= prims_chunk_bytes(p);
+    if (own != a->sendbuf && copied) copy_out(own, a->sendbuf, bytes);
     CHECK(prims_direct_wait_all(p, &slots));
-    if (push) CHECK(push_block(p, a->sendbuf, bytes, own != a->sendbuf ? own : NULL, slots));
+    if (push) CHECK(push_block(p, a->sendbuf, bytes, copied ? NULL : own, slots));
     for (int i = 1; i < n; i++) {
         int q = (rank + i) % n;
         const uint64_t *peer = slots[q];

@@ -44,8 +44,10 @@ static void state_for(tune_state_t *ts, int nranks, int direct, int cores)
 static const char *pick_args(const algo_config_t *cfg, coll_kind_t coll, size_t count, int nranks, int direct,
                              int cores, int in_place)
 {
-    static char in, out;
-    coll_args_t a = {coll, &in, in_place ? &in : &out, count, chorus_uint8, chorus_sum, 0};
+    /* The output above the input: an AllGather whose input lies within its output's count * nranks bytes
+     * from its start is in place (algo_in_place). */
+    static char buf[2];
+    coll_args_t a = {coll, &buf[0], in_place ? &buf[0] : &buf[1], count, chorus_uint8, chorus_sum, 0};
     static tune_state_t ts;
     state_for(&ts, nranks, direct, cores);
     const algo_desc_t *d = tune_select(&ts, &a, cfg);
@@ -354,14 +356,19 @@ static void check_single_copy_fast(void)
         const char *want[3], *what;
     } cases[] = {
         {COLL_ALLREDUCE, 256 << 10, 2, 1, 0, {"twoshot", "cma", "cma"}, "allreduce 256 KiB"},
-        {COLL_ALLREDUCE, 128 << 10, 2, 1, 0, {"twoshot", "twoshot", "twoshot"}, "allreduce 128 KiB"},
-        {COLL_ALLREDUCE, 256 << 10, 2, 1, 1, {"twoshot", "twoshot", "twoshot"}, "allreduce 256 KiB in place"},
-        {COLL_ALLREDUCE, 2 << 20, 2, 1, 1, {"twoshot", "cma", "twoshot"}, "allreduce 2 MiB in place"},
+        {COLL_ALLREDUCE, 128 << 10, 2, 1, 0, {"twoshot", "cma", "cma"}, "allreduce 128 KiB"},
+        {COLL_ALLREDUCE, 256 << 10, 2, 1, 1, {"twoshot", "cma", "cma"}, "allreduce 256 KiB in place"},
         {COLL_ALLREDUCE, 32 << 20, 2, 1, 0, {"twoshot", "twoshot", "twoshot"}, "allreduce 32 MiB"},
-        {COLL_ALLREDUCE, 32 << 20, 2, 1, 1, {"twoshot", "cma", "twoshot"}, "allreduce 32 MiB in place"},
-        {COLL_ALLREDUCE, 64 << 10, 2, 1, 0, {"oneshot", "oneshot", "oneshot"}, "allreduce 64 KiB"},
+        {COLL_ALLREDUCE, 32 << 20, 2, 1, 1, {"twoshot", "cma", "cma"}, "allreduce 32 MiB in place"},
+        {COLL_ALLREDUCE, 64 << 10, 2, 1, 0, {"oneshot", "cma", "cma"}, "allreduce 64 KiB"},
+        {COLL_ALLREDUCE, 32 << 10, 2, 1, 1, {"oneshot", "oneshot", "oneshot"}, "allreduce 32 KiB in place"},
         {COLL_ALLREDUCE, 1 << 20, 2, 0, 0, {"ring", "ring", "ring"}, "allreduce 1 MiB, two hosts"},
-        {COLL_ALLREDUCE, 1 << 20, 4, 1, 0, {"twoshot", "twoshot", "twoshot"}, "allreduce 1 MiB, 4 ranks"},
+        /* 4 ranks: single copy from 256 KiB to 4 MiB where it saves a copy, in place from 256 KiB. */
+        {COLL_ALLREDUCE, 1 << 20, 4, 1, 0, {"twoshot", "cma", "cma"}, "allreduce 1 MiB, 4 ranks"},
+        {COLL_ALLREDUCE, 128 << 10, 4, 1, 1, {"twoshot", "twoshot", "twoshot"}, "allreduce 128 KiB in place, 4 ranks"},
+        {COLL_ALLREDUCE, 8 << 20, 4, 1, 0, {"twoshot", "twoshot", "twoshot"}, "allreduce 8 MiB, 4 ranks"},
+        {COLL_ALLREDUCE, 64 << 20, 4, 1, 1, {"twoshot", "cma", "cma"}, "allreduce 64 MiB in place, 4 ranks"},
+        {COLL_ALLREDUCE, 1 << 20, 8, 1, 0, {"twoshot", "twoshot", "twoshot"}, "allreduce 1 MiB, 8 ranks"},
         {COLL_ALLGATHER, 8 << 10, 2, 1, 0, {"direct", "cma", "direct"}, "allgather 16 KiB"},
         {COLL_ALLGATHER, 4 << 10, 2, 1, 0, {"direct", "direct", "direct"}, "allgather 8 KiB"},
         {COLL_BROADCAST, 16 << 10, 2, 1, 0, {"direct", "cma", "direct"}, "broadcast 16 KiB"},
@@ -379,8 +386,12 @@ static void check_single_copy_fast(void)
         {COLL_ALLTOALL, 16 << 10, 2, 1, 0, {"direct", "cma", "direct"}, "alltoall 32 KiB"},
         /* Elsewhere from 128 KiB (AllToAll above 1 MiB) the model chooses ("model"; check_rule_model). */
         {COLL_ALLGATHER, 8 << 20, 2, 1, 0, {"model", "cma", "cma"}, "allgather 16 MiB"},
-        /* From 32 MiB the direct algorithms, whose outputs stream, whatever single copy does. */
-        {COLL_ALLGATHER, 16 << 20, 2, 1, 0, {"direct", "direct", "direct"}, "allgather 32 MiB"},
+        /* From 32 MiB the direct algorithms, whose outputs stream, whatever single copy does; the AllGather,
+         * whose single-copy blocks go out of the writer's cache, only in place from 128 MiB. */
+        {COLL_ALLGATHER, 16 << 20, 2, 1, 0, {"model", "cma", "cma"}, "allgather 32 MiB"},
+        {COLL_ALLGATHER, 64 << 20, 2, 1, 0, {"model", "cma", "cma"}, "allgather 128 MiB"},
+        {COLL_ALLGATHER, 64 << 20, 2, 1, 1, {"direct", "direct", "direct"}, "allgather 128 MiB in place"},
+        {COLL_ALLGATHER, 16 << 20, 2, 1, 1, {"model", "cma", "cma"}, "allgather 32 MiB in place"},
         {COLL_ALLTOALL, 32 << 20, 2, 1, 0, {"direct", "direct", "direct"}, "alltoall 64 MiB"},
         {COLL_BROADCAST, 32 << 20, 2, 1, 0, {"direct", "direct", "direct"}, "broadcast 32 MiB"},
         {COLL_BROADCAST, 32 << 20, 2, 1, 1, {"direct", "direct", "direct"}, "broadcast 32 MiB in place"},
@@ -398,13 +409,14 @@ static void check_single_copy_fast(void)
         {COLL_ALLTOALL, 128 << 10, 3, 1, 0, {"cma", "cma", "cma"}, "alltoall 384 KiB, 3 ranks"},
         {COLL_ALLTOALL, 16 << 10, 4, 1, 0, {"direct", "direct", "direct"}, "alltoall 64 KiB, 4 ranks"},
         {COLL_ALLTOALL, 1 << 20, 4, 1, 1, {"direct", "direct", "direct"}, "alltoall 4 MiB in place, 4 ranks"},
-        /* 3 and 4 ranks: the single-copy AllGather from 512 KiB to 8 MiB where it saves the direct one's
+        /* 3 and 4 ranks: the single-copy AllGather from 512 KiB to 16 MiB where it saves the direct one's
          * copy; 4 ranks: the single-copy Broadcast from 256 KiB to 8 MiB, in place or not. */
         {COLL_ALLGATHER, 128 << 10, 4, 1, 0, {"direct", "cma", "cma"}, "allgather 512 KiB, 4 ranks"},
         {COLL_ALLGATHER, 2 << 20, 4, 1, 1, {"direct", "cma", "cma"}, "allgather 8 MiB in place, 4 ranks"},
         {COLL_ALLGATHER, 1 << 20, 3, 1, 0, {"direct", "cma", "cma"}, "allgather 3 MiB, 3 ranks"},
         {COLL_ALLGATHER, 64 << 10, 4, 1, 0, {"direct", "direct", "direct"}, "allgather 256 KiB, 4 ranks"},
-        {COLL_ALLGATHER, 4 << 20, 4, 1, 0, {"direct", "direct", "direct"}, "allgather 16 MiB, 4 ranks"},
+        {COLL_ALLGATHER, 4 << 20, 4, 1, 0, {"direct", "cma", "cma"}, "allgather 16 MiB, 4 ranks"},
+        {COLL_ALLGATHER, 8 << 20, 4, 1, 0, {"direct", "direct", "direct"}, "allgather 32 MiB, 4 ranks"},
         {COLL_ALLGATHER, 128 << 10, 8, 1, 0, {"direct", "direct", "direct"}, "allgather 1 MiB, 8 ranks"},
         {COLL_BROADCAST, 256 << 10, 4, 1, 0, {"direct", "cma", "cma"}, "broadcast 256 KiB, 4 ranks"},
         {COLL_BROADCAST, 8 << 20, 4, 1, 1, {"direct", "cma", "cma"}, "broadcast 8 MiB in place, 4 ranks"},
