@@ -143,14 +143,12 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * 12 to 14, where the reference machine has 11 against 23), 2 ranks of one host take the single-copy
  * algorithms: Broadcast, AllGather and AllToAll from 16 KiB, at 0.4 to 0.8 of the direct ones' time up
  * to 64 MiB (two bench/model-check runs), but for an in-place Broadcast from 16 MiB, where the direct
- * one was ahead; AllReduce from 256 KiB out of place (0.7 of the one-shot's and the ring's time from 256
- * KiB to 16 MiB) and from 2 MiB in place, where below that it was behind the ring by 1.1 to 1.6 (each
- * in-place call reads input the previous call's gather rewrote in the peer's cache). On 4 ranks single
+ * one was ahead; AllReduce from 64 KiB, in place or not (see below). On 4 ranks single
  * copy won too from 512 KiB, where the calibration, with ranks sharing the cores, does not find its reads
  * faster than the arena's (docs/algorithms.md, "Single copy"); since its batches end with a barrier it
  * finds them faster than a copy and an arena read together (single_copy_saves) in every init of 12 on 3
- * and 4 ranks, and where it does, 3 and 4 ranks take the single-copy AllGather from 512 KiB to 8 MiB and 4
- * ranks the Broadcast from 256 KiB to 8 MiB (0.76 to 0.93 and 0.75 to 0.86 of the direct ones' time there,
+ * and 4 ranks, and where it does, 3 and 4 ranks take the single-copy AllGather from 512 KiB (to 8 MiB then, 16 MiB
+ * now: see below) and 4 ranks the Broadcast from 256 KiB to 8 MiB (0.76 to 0.93 and 0.75 to 0.86 of the direct ones' time there,
  * medians of 5 alternating runs, Xeon virtual machine; on 3 ranks the Broadcast was behind from 4 MiB, on 8
  * ranks both at every size). Before that barrier the calibration did not reliably find them faster than a
  * copy and an arena read together, what the direct AllToAll spends per byte: on the Xeon
@@ -160,7 +158,7 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * output from 4 MiB), and earlier runs on 4 ranks at 0.5 to 0.8 of the direct and pairwise ones' time
  * (three bench/model-check runs). So 3 and 4 ranks take it out of place from 256 KiB to 8 MiB without
  * asking; above, direct (see above). On 2 ranks the same test takes the single-copy Broadcast, AllGather
- * and AllToAll from 64 KiB and the AllReduce from 256 KiB out of place: it is what the direct ones spend
+ * and AllToAll from 64 KiB (and the AllReduce, see below): it is what the direct ones spend
  * per byte (a copy into a slot and a read out of it, against one read), where whether single-copy reads
  * outrun the arena's is a close call that noise at init decides either way (on a Xeon virtual machine 2
  * inits of 30 found them slower, 6.8 and 9.5 GB/s against the arena's 8.1 and 9.6, where the others
@@ -179,8 +177,23 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * virtual machine), where at 16 MiB single copy was still ahead (bench/model-check); and so does the
  * two-shot AllReduce out of place (0.74 to 0.76 of the single-copy one's time at 32, 64 and 256 MiB,
  * 1.22 at 16 MiB; in place, which two-shot does not stream, single copy stays: 0.67 of two-shot's time at
- * 32 MiB). From 8 ranks the single-copy AllToAll runs out of place from 256 KiB (it ran from 4 MiB): on
- * the Xeon virtual machine it took 0.67, 0.93, 0.73, 0.55 and 0.55 of the direct one's time at 256 KiB, 512
+ * 32 MiB). Since the single-copy AllGather and AllReduce write their blocks and result chunks into the
+ * peers' outputs while those are in the writer's cache (allgather_cma.c, allreduce_cma.c), on the Xeon
+ * virtual machine (medians of 3 to 5 alternating runs of each algorithm forced): on 2 ranks the
+ * single-copy AllReduce took 0.64, 0.45, 0.48 and 0.62 of the best other's time at 64 KiB, 256 KiB, 1
+ * and 4 MiB out of place (level with one-shot at 16 KiB) and 0.39 to 0.72 in place from 64 KiB to 256
+ * MiB, so 2 ranks take it from 64 KiB, in place or not, where either test holds (out of place from 32
+ * MiB two-shot stays: 0.81 and 0.85 of its time at 64 and 256 MiB); on 4 ranks 0.87, 0.86 and 0.88 of
+ * two-shot's time at 256 KiB, 1 and 4 MiB out of place (1.38 at 16 MiB) and 0.72 to 0.88 in place from
+ * 256 KiB to 64 MiB, so 4 ranks take it from 256 KiB to 4 MiB, and in place from 256 KiB, where it saves
+ * a copy. The 2-rank single-copy AllGather took 0.62, 0.86, 0.98 and 0.93 of the direct one's time at
+ * 32, 64, 128 and 256 MiB out of place (in place, where its block goes to the peer only and is read as
+ * before, 0.62 and 0.86 at 32 and 64 MiB, 1.16 and 1.11 at 128 and 256), so 2 ranks take the direct one
+ * only in place from 128 MiB; the 4-rank one 0.75 of the direct one's time at 16 MiB (level at 32, 1.31
+ * at 64), so 3 and 4 ranks take it to 16 MiB. On 8 ranks both were level with two-shot and the direct
+ * AllGather at 256 KiB and 1 MiB (0.95 to 1.10), the AllReduce behind at 4 MiB out of place (1.35), both
+ * at 16 MiB (1.66, 1.77), and the rules there stay. From 8 ranks the single-copy AllToAll runs out of
+ * place from 256 KiB (it ran from 4 MiB): on the Xeon virtual machine it took 0.67, 0.93, 0.73, 0.55 and 0.55 of the direct one's time at 256 KiB, 512
  * KiB, 1, 2 and 4 MiB (pairwise: slower than direct from 2 MiB), level from 16 MiB; four ranks to a core,
  * the calibration at init does not find its reads faster than a copy and an arena read, so the rule
  * does not ask (single_copy_saves). On an AMD EPYC machine it had taken
