@@ -147,9 +147,9 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * copy won too from 512 KiB, where the calibration, with ranks sharing the cores, does not find its reads
  * faster than the arena's (docs/algorithms.md, "Single copy"); since its batches end with a barrier it
  * finds them faster than a copy and an arena read together (single_copy_saves) in every init of 12 on 3
- * and 4 ranks, and where it does, 3 and 4 ranks take the single-copy AllGather from 512 KiB (to 8 MiB then, 16 MiB
- * now: see below) and 4 ranks the Broadcast from 256 KiB to 8 MiB (0.76 to 0.93 and 0.75 to 0.86 of the direct ones' time there,
- * medians of 5 alternating runs, Xeon virtual machine; on 3 ranks the Broadcast was behind from 4 MiB, on 8
+ * and 4 ranks, and where it does, 3 and 4 ranks take the single-copy AllGather from 512 KiB (to 8 MiB
+ * then, 16 MiB now: see below) and 4 ranks the Broadcast from 256 KiB to 8 MiB (0.76 to 0.93 and 0.75 to
+ * 0.86 of the direct ones' time there, medians of 5 alternating runs, Xeon virtual machine; on 3 ranks the Broadcast was behind from 4 MiB, on 8
  * ranks both at every size). Before that barrier the calibration did not reliably find them faster than a
  * copy and an arena read together, what the direct AllToAll spends per byte: on the Xeon
  * virtual machine 4 inits of 10 did, the two sides of that test within each other's noise, while forced
