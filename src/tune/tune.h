@@ -37,7 +37,7 @@ typedef struct tune_params {
     double alpha[TUNE_LINK_COUNT];               /* seconds per step (arena: per synchronisation) */
     double beta[TUNE_LINK_COUNT][TUNE_REGIMES];  /* bytes per second through a rank's link (arena: read from peers) */
     double beta_oneway[TUNE_LINK_COUNT][TUNE_REGIMES]; /* a connection used one way (arena: unused) */
-    double beta_cma[TUNE_REGIMES];               /* bytes per second read from another process (process_vm_readv) */
+    double beta_cma[TUNE_REGIMES];               /* bytes per second copied between processes (process_vm_*v) */
     double beta_copy[TUNE_REGIMES];              /* bytes per second of a local memory copy */
     double beta_stream; /* bytes per second of a streamed copy (copy_out) in memory; 0: beta_copy's in memory */
     double gamma[TUNE_REGIMES];                  /* seconds per byte reduced (float32 sum) */

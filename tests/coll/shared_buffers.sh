@@ -33,6 +33,14 @@ for n in 2 3 4; do
     grep -q "cannot map" <<< "$out" && { echo "FAILED ($n ranks): a mapping failed"; fail=1; }
     [ $fail = 0 ] || { echo "$out" | grep -v DEBUG | tail -20; break; }
 done
+# The single-copy AllReduce and AllGather forced at every size on 3 ranks, shared buffers or not: within one
+# call some ranks write their block or slice into the peers' outputs and others have it read.
+if [ $fail = 0 ]; then
+    out=$(CHORUS_ALGO='allreduce:cma;allgather:cma' timeout 120 "$chorusrun" -n 3 "$prog" 2>&1)
+    rc=$?
+    [ $rc = 0 ] && [ "$(grep -c 'shared buffers ok' <<< "$out")" = 3 ] ||
+        { echo "FAILED (single copy forced): exit status $rc"; echo "$out" | tail -20; fail=1; }
+fi
 if unshare --pid --fork true 2> /dev/null; then
     out=$(CHORUS_LOG_LEVEL=INFO CHORUS_LOG_SUBSYS=SHM timeout 120 "$chorusrun" -n 3 \
         sh -c 'if [ "$CHORUS_RANK" = 1 ]; then exec unshare --pid --fork "$@"; fi; exec "$@"' sh "$prog" 2>&1)

@@ -3,11 +3,12 @@
  * in place), AllGather,
  * Broadcast and AllToAll with buffers in such memory on every rank (the single-copy algorithms read
  * them out of mappings, and above ALGO_SHARED_MIN the ranks switch to single copy together), on some
- * ranks only (they must agree not to), at an offset inside a larger buffer, and after buffers were freed
- * and others allocated (a peer's old mapping must not be read for the new buffer). Every output is checked
+ * ranks only (they must agree not to), at an offset inside a larger buffer, after buffers were freed
+ * and others allocated (a peer's old mapping must not be read for the new buffer), and in AllReduce slices
+ * that the peers read back instead of being written into their outputs. Every output is checked
  * element by element. The wrapper (shared_buffers.sh) checks from the logs that the mappings and the
  * switch happened.
- * usage: test_shared_buffers [COUNT]   (float32 elements per rank; default a little past 1 MiB in all)
+ * usage: test_shared_buffers [COUNT]   (float32 elements per rank; default a little past 4 MiB)
  */
 #include <chorus/chorus.h>
 #include <stdint.h>
@@ -148,7 +149,9 @@ static void allocator_contract(void)
 
 int main(int argc, char **argv)
 {
-    size_t count = argc > 1 ? strtoull(argv[1], NULL, 0) : (1u << 18) + 3 * 8 * 7 * 5;
+    /* By default 4 MiB and a little per rank: above the sizes where 3 and 4 ranks take single copy whatever
+     * the buffers (docs/algorithms.md), so that the shared buffers' rounds have something to switch. */
+    size_t count = argc > 1 ? strtoull(argv[1], NULL, 0) : (1u << 20) + 3 * 8 * 7 * 5;
     chorus_comm_t comm;
     if (chorus_comm_init_from_env(&comm) != CHORUS_SUCCESS) {
         fprintf(stderr, "init failed: %s\n", chorus_comm_last_error(NULL));
@@ -158,15 +161,21 @@ int main(int argc, char **argv)
     chorus_comm_size(comm, &nranks);
     allocator_contract();
     int round = 0;
-    round_of(comm, round++, count / 4, 0, 0); /* the heap's, below 1 MiB on a fresh communicator */
+    round_of(comm, round++, count / 16, 0, 0); /* the heap's, below 1 MiB on a fresh communicator */
     for (int rep = 0; rep < 2; rep++) {       /* the second: new buffers where the freed ones were */
         round_of(comm, round++, count, 1, 0);  /* every rank's buffers shared */
-        round_of(comm, round++, count / 4, 1, 0); /* below 1 MiB, on a communicator that saw them */
+        round_of(comm, round++, count / 32, 1, 0); /* below 1 MiB, on a communicator that saw them */
         round_of(comm, round++, count, 1, 40); /* at an offset inside them */
-        round_of(comm, round++, count / 64 + 1, 1, 0); /* below the switch: as selected */
+        round_of(comm, round++, count / 256 + 1, 1, 0); /* below the switch: as selected */
     }
     round_of(comm, round++, count, rank == 0, 0);          /* only rank 0's: no switch */
     round_of(comm, round++, count, rank == nranks - 1, 8); /* only the last rank's */
+    /* AllReduce slices of 4 MiB and more (COPY_STREAM_MIN): out of place, a rank whose output is shared has
+     * its peers read its slice out of their mapping of it; on every rank, then on rank 0 only (its slice
+     * read back, the others' written into the peers' outputs). */
+    size_t big = (size_t)nranks * ((4u << 20) / sizeof(float)) + 7;
+    round_of(comm, round++, big, 1, 0);
+    round_of(comm, round++, big, rank == 0, 0);
     round_of(comm, round++, count, 0, 0);
     round_of(comm, round++, count, 1, 0);
     chorus_result_t res = chorus_comm_destroy(comm);
