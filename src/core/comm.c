@@ -279,20 +279,21 @@ static chorus_result_t comm_agree(chorus_comm_t comm, uint32_t mine, uint32_t *a
     return CHORUS_SUCCESS;
 }
 
-/* Whether every peer's memory can be read directly (process_vm_readv), agreed by all. */
+/* Whether every peer's memory can be read and written directly (process_vm_readv, process_vm_writev),
+ * agreed by all. */
 static chorus_result_t comm_setup_single_copy(chorus_comm_t comm)
 {
     prims_t *p = &comm->prims;
     char why[256] = "";
     uint32_t mine = 1, all = 0;
     for (int q = 0; q < comm->nranks && mine; q++)
-        if (q != comm->rank) mine = (uint32_t)shm_arena_can_read(p->arena, q, why, sizeof(why));
+        if (q != comm->rank) mine = (uint32_t)shm_arena_can_copy(p->arena, q, why, sizeof(why));
     int first_no = -1;
     CHECK(comm_agree(comm, mine, &all, &first_no));
     p->single_copy = (int)all;
     if (!all && (!mine || comm->rank == 0))
         LOG_INFO(LOG_SUB_SHM, "no single-copy reads between ranks (%s): the cma algorithms are off",
-                 !mine ? why : "another rank cannot read its peers");
+                 !mine ? why : "another rank cannot read or write its peers' memory");
     return CHORUS_SUCCESS;
 }
 

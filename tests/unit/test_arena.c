@@ -68,7 +68,7 @@ static int child(const char *name, const uint8_t token[SHM_ARENA_TOKEN_BYTES], i
         snprintf(want, sizeof(want), "rank %d", q & 0xff);
         bad += strcmp(shm_arena_data(a, q, 1), want) != 0;
         bad += memcmp(shm_arena_tag(a, q, 1), tag, sizeof(tag)) != 0;
-        bad += q != r && single_copy && !shm_arena_can_read(a, q, err, sizeof(err));
+        bad += q != r && single_copy && !shm_arena_can_copy(a, q, err, sizeof(err));
     }
     tag_of(tag, 9);
     shm_arena_publish(a, r, 2, tag, 0);
@@ -229,8 +229,8 @@ int main(void)
     shm_arena_publish(a, 0, 1, tag, 16);
     for (int q = 1; q < NRANKS; q++) {
         while (!shm_arena_reached(a, q, 2)) shm_arena_sleep(a, q, 2, 1000);
-        TEST_ASSERT(!single_copy || shm_arena_can_read(a, q, err, sizeof(err)), "single-copy read of rank %d: %s", q,
-                    err);
+        TEST_ASSERT(!single_copy || shm_arena_can_copy(a, q, err, sizeof(err)),
+                    "single-copy read and write of rank %d: %s", q, err);
         uint8_t seen[SHM_ARENA_TAG_BYTES];
         tag_of(seen, 9);
         TEST_ASSERT(memcmp(shm_arena_tag(a, q, 2), seen, sizeof(seen)) == 0, "rank %d's phase-2 tag", q);

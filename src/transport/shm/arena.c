@@ -336,18 +336,26 @@ void shm_arena_set_self(shm_arena_t *arena, int rank, const uint8_t *probe)
     arena->lines[rank].probe = (uint64_t)(uintptr_t)probe;
 }
 
-int shm_arena_can_read(const shm_arena_t *arena, int rank, char *err, size_t errlen)
+int shm_arena_can_copy(const shm_arena_t *arena, int rank, char *err, size_t errlen)
 {
     uint8_t seen[SHM_ARENA_TOKEN_BYTES];
-    int e = shmem_peer_read((int)arena->lines[rank].pid, arena->lines[rank].probe, seen, sizeof(seen));
-    if (e)
-        snprintf(err, errlen, "process_vm_readv from rank %d (pid %llu): %s%s", rank,
-                 (unsigned long long)arena->lines[rank].pid, strerror(e),
-                 e == EPERM ? " (the kernel's ptrace policy, e.g. kernel.yama.ptrace_scope, or separate pid namespaces)" : "");
-    else if (memcmp(seen, arena->hdr->token, sizeof(seen)) != 0)
-        snprintf(err, errlen, "rank %d's pid %llu is another process here (separate pid namespaces)", rank,
-                 (unsigned long long)arena->lines[rank].pid);
-    return !e && memcmp(seen, arena->hdr->token, sizeof(seen)) == 0;
+    int pid = (int)arena->lines[rank].pid;
+    int e = shmem_peer_read(pid, arena->lines[rank].probe, seen, sizeof(seen));
+    if (e) {
+        snprintf(err, errlen, "process_vm_readv from rank %d (pid %d): %s%s", rank, pid, strerror(e),
+                 e == EPERM ? " (the kernel's ptrace policy, e.g. kernel.yama.ptrace_scope, or separate pid "
+                              "namespaces)"
+                            : "");
+        return 0;
+    }
+    if (memcmp(seen, arena->hdr->token, sizeof(seen)) != 0) {
+        snprintf(err, errlen, "rank %d's pid %d is another process here (separate pid namespaces)", rank, pid);
+        return 0;
+    }
+    /* The same bytes back: the probe does not change. */
+    e = shmem_peer_write(pid, arena->lines[rank].probe, seen, sizeof(seen));
+    if (e) snprintf(err, errlen, "process_vm_writev to rank %d (pid %d): %s", rank, pid, strerror(e));
+    return !e;
 }
 
 static int ranges_meet(uint64_t a, uint64_t an, uint64_t b, uint64_t bn) { return a < b + bn && b < a + an; }

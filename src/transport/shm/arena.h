@@ -110,8 +110,9 @@ void shm_arena_sleep(shm_arena_t *arena, int rank, uint32_t phase, int timeout_m
 /* Publish this rank's process id and the address of a probe (SHM_ARENA_TOKEN_BYTES of its memory that
  * hold the arena's token), for single-copy reads. */
 void shm_arena_set_self(shm_arena_t *arena, int rank, const uint8_t *probe);
-/* Whether rank's memory can be read directly: its probe holds the token. err says why not. */
-int shm_arena_can_read(const shm_arena_t *arena, int rank, char *err, size_t errlen);
+/* Whether rank's memory can be read and written directly: its probe holds the token (process_vm_readv), and
+ * the token can be written back there (process_vm_writev). err says why not. */
+int shm_arena_can_copy(const shm_arena_t *arena, int rank, char *err, size_t errlen);
 /* Before publishing buf's address for single-copy reads (every such address must pass here): if buf lies
  * in a region of chorus_mem_alloc memory, list the region (rank is this rank) so that readers can map it;
  * if not, unlist any freed region that [buf, buf + bytes) overlaps, whose old pages readers would
