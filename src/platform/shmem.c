@@ -94,32 +94,27 @@ int shmem_open(const char *name, size_t bytes, void **map_p, char *err, size_t e
     return rc;
 }
 
-int shmem_peer_read(int pid, uint64_t addr, void *dst, size_t bytes)
+/* process_vm_readv (write 0) or process_vm_writev (write 1) of bytes at addr in pid, until all are done. */
+static int peer_copy(int pid, uint64_t addr, void *buf, size_t bytes, int write)
 {
     while (bytes) {
-        struct iovec local = {dst, bytes}, remote = {(void *)(uintptr_t)addr, bytes};
-        ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+        struct iovec local = {buf, bytes}, remote = {(void *)(uintptr_t)addr, bytes};
+        ssize_t n = write ? process_vm_writev(pid, &local, 1, &remote, 1, 0)
+                          : process_vm_readv(pid, &local, 1, &remote, 1, 0);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) return n < 0 ? errno : EFAULT;
-        dst = (char *)dst + n;
+        buf = (char *)buf + n;
         addr += (uint64_t)n;
         bytes -= (size_t)n;
     }
     return 0;
 }
 
+int shmem_peer_read(int pid, uint64_t addr, void *dst, size_t bytes) { return peer_copy(pid, addr, dst, bytes, 0); }
+
 int shmem_peer_write(int pid, uint64_t addr, const void *src, size_t bytes)
 {
-    while (bytes) {
-        struct iovec local = {(void *)src, bytes}, remote = {(void *)(uintptr_t)addr, bytes};
-        ssize_t n = process_vm_writev(pid, &local, 1, &remote, 1, 0);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return n < 0 ? errno : EFAULT;
-        src = (const char *)src + n;
-        addr += (uint64_t)n;
-        bytes -= (size_t)n;
-    }
-    return 0;
+    return peer_copy(pid, addr, (void *)src, bytes, 1); /* only read from */
 }
 
 int shmem_anon_create(size_t bytes, int *fd_p, void **map_p)

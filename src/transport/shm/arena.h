@@ -108,7 +108,7 @@ const void *shm_arena_data(const shm_arena_t *arena, int rank, uint32_t phase);
 void shm_arena_sleep(shm_arena_t *arena, int rank, uint32_t phase, int timeout_ms);
 
 /* Publish this rank's process id and the address of a probe (SHM_ARENA_TOKEN_BYTES of its memory that
- * hold the arena's token), for single-copy reads. */
+ * hold the arena's token), for single-copy reads and writes. */
 void shm_arena_set_self(shm_arena_t *arena, int rank, const uint8_t *probe);
 /* Whether rank's memory can be read and written directly: its probe holds the token (process_vm_readv), and
  * the token can be written back there (process_vm_writev). err says why not. */
