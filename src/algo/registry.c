@@ -129,7 +129,13 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * bench/model-check runs). On the AMD machine two-shot was ahead from 64 KiB on 4 ranks (0.65 of
  * one-shot's time at 64 and 128 KiB, mixed at 32) and from 32 KiB on 8 (0.4 to 0.7; level at 16 KiB,
  * one-shot ahead below), where the Sapphire Rapids machine's 8 ranks had it at half one-shot's time at
- * 64 KiB: 4 ranks take two-shot from 64 KiB, 8 and more from 32 KiB. In place, the pairwise and
+ * 64 KiB: 4 ranks take two-shot from 64 KiB, 8 and more from 32 KiB. The other rank counts had
+ * taken one-shot while n p <= 1 MiB, and above it the ring or the mesh (two-shot only from 5 ranks and
+ * 4 MiB), where two-shot took 0.57 to 0.71 of one-shot's time on 5 to 7 ranks at 64 KiB and 0.5 to 0.6
+ * of the ring's at 256 KiB, 0.5 of the mesh's on 6 ranks at 1 MiB and 0.64 to 0.74 of it on 3 ranks
+ * from 1 to 64 MiB (one-shot ahead on 3 ranks up to 64 KiB and on 5 to 7 up to 16 KiB; medians of 2 and
+ * 3 alternating runs of 20 calls, Xeon virtual machine): so they take one-shot while n p <= 256 KiB and
+ * two-shot above (3 ranks as 4 for single copy, below). In place, the pairwise and
  * single-copy AllToAll first copy their whole input to scratch, and the direct one took 0.4 to 0.65 of the pairwise one's time on 2 ranks from 4 to 64
  * MiB, 0.5 to 0.7 on 4 ranks at 16 and 64 MiB, and 0.6 to 0.65 on 8 at 16 MiB (alternating runs; out of
  * place they are level on 2 ranks from 4 MiB, and on 4 the pairwise one is level at 16 MiB and ahead at
@@ -186,7 +192,9 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * MiB two-shot stays: 0.81 and 0.85 of its time at 64 and 256 MiB); on 4 ranks 0.87, 0.86 and 0.88 of
  * two-shot's time at 256 KiB, 1 and 4 MiB out of place (1.38 at 16 MiB) and 0.72 to 0.88 in place from
  * 256 KiB to 64 MiB, so 4 ranks take it from 256 KiB to 4 MiB, and in place from 256 KiB, where it saves
- * a copy. The 2-rank single-copy AllGather took 0.62, 0.86, 0.98 and 0.93 of the direct one's time at
+ * a copy; so do 3 ranks (0.83 to 0.96 of two-shot's time out of place from 256 KiB to 4 MiB, 1.45 at 16
+ * MiB, and 0.68 to 0.92 in place from 256 KiB to 64 MiB; two runs of 3). The 2-rank single-copy
+ * AllGather took 0.62, 0.86, 0.98 and 0.93 of the direct one's time at
  * 32, 64, 128 and 256 MiB out of place (in place, where its block goes to the peer only and is read as
  * before, 0.62 and 0.86 at 32 and 64 MiB, 1.16 and 1.11 at 128 and 256), so 2 ranks take the direct one
  * only in place from 128 MiB; the 4-rank one 0.75 of the direct one's time at 16 MiB (level at 32, 1.31
@@ -237,18 +245,17 @@ static const struct algo_rule {
     RULE(COLL_ALLREDUCE, "twoshot", .max_ranks = 2, .min_bytes = 32 << 20, .in_place = -1),
     RULE(COLL_ALLREDUCE, "cma", .max_ranks = 2, .min_bytes = 64 << 10, .single_copy_fast = 1),
     RULE(COLL_ALLREDUCE, "cma", .max_ranks = 2, .min_bytes = 64 << 10, .single_copy_saves = 1),
-    RULE(COLL_ALLREDUCE, "cma", .min_ranks = 4, .max_ranks = 4, .min_bytes = 256 << 10, .max_bytes = 4 << 20,
+    RULE(COLL_ALLREDUCE, "cma", .min_ranks = 3, .max_ranks = 4, .min_bytes = 256 << 10, .max_bytes = 4 << 20,
          .single_copy_saves = 1),
-    RULE(COLL_ALLREDUCE, "cma", .min_ranks = 4, .max_ranks = 4, .min_bytes = 256 << 10, .in_place = 1,
+    RULE(COLL_ALLREDUCE, "cma", .min_ranks = 3, .max_ranks = 4, .min_bytes = 256 << 10, .in_place = 1,
          .single_copy_saves = 1),
     RULE(COLL_ALLREDUCE, "oneshot", .max_ranks = 2, .max_bytes = 64 << 10),
     RULE(COLL_ALLREDUCE, "twoshot", .max_ranks = 2, .min_bytes = 128 << 10),
     RULE(COLL_ALLREDUCE, "oneshot", .min_ranks = 4, .max_ranks = 4, .max_bytes = 32 << 10),
     RULE(COLL_ALLREDUCE, "twoshot", .min_ranks = 4, .max_ranks = 4, .min_bytes = 64 << 10),
     RULE(COLL_ALLREDUCE, "twoshot", .min_ranks = 8, .min_bytes = 32 << 10),
-    RULE(COLL_ALLREDUCE, "oneshot", .min_ranks = 3, .max_total = 1 << 20),
-    RULE(COLL_ALLREDUCE, "twoshot", .min_ranks = 8),
-    RULE(COLL_ALLREDUCE, "twoshot", .min_ranks = 4, .min_bytes = 4 << 20),
+    RULE(COLL_ALLREDUCE, "oneshot", .min_ranks = 3, .max_total = 256 << 10),
+    RULE(COLL_ALLREDUCE, "twoshot", .min_ranks = 3),
     RULE(COLL_ALLREDUCE, "hier2d", .min_bytes = 1 << 20),
     RULE(COLL_ALLREDUCE, "hier"),
     RULE(COLL_ALLREDUCE, "mesh", .max_ranks = 2, .min_bytes = 8 << 20),
