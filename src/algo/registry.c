@@ -95,7 +95,11 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * 1.08 and 1.03 times the chain's time at 1, 4, 16 and 64 KiB (medians of 5 alternating runs), and two
  * bench/model-check runs agreed (1.08 to 1.23), so 2 ranks take the chain; the Reduce too (the binomial
  * tree 1.13 to 1.15 times the chain's time from 1 to 64 KiB over TCP, 1.07 to 1.59 over shared memory,
- * where the direct Reduce took 1.7 to 2.8 times it). On one host the direct
+ * where the direct Reduce took 1.7 to 2.8 times it). From 3 ranks on one host the direct Reduce runs from
+ * 256 KiB (it ran from 4 ranks and 2 MiB): out of place it took 0.77 and 0.65 of the faster of the chain
+ * and the binomial tree at 256 KiB and 1 MiB on 5 ranks, 0.86 and 0.77 on 4, 0.61 and 0.52 on 8, 0.67 and
+ * 0.58 on 6, and on 3 ranks 0.88 and 0.93 (level at 4 MiB, 0.80 at 16; at 64 KiB mixed, in place the chain
+ * ahead on 4 to 8 ranks; medians of 2 and 3 alternating runs, Xeon virtual machine). On one host the direct
  * Broadcast was ahead of both from 32 KiB on 4, 6 and 8 ranks (they took 1.01 to 4.4 times its time at 32
  * to 256 KiB, 1.01 on 4 ranks at 64 KiB; medians of 5 and 3 alternating runs of 20 calls, Xeon virtual
  * machine), but not on 3 (the chain ahead from 32 to 128 KiB, direct 1.12 to 1.6 times its time), so
@@ -303,7 +307,7 @@ static const struct algo_rule {
     RULE(COLL_BROADCAST, "binomial", .max_bytes = 64 << 10),
     RULE(COLL_BROADCAST, "hier"),
     RULE(COLL_BROADCAST, "chain"),
-    RULE(COLL_REDUCE, "direct", .min_ranks = 4, .min_bytes = 2 << 20),
+    RULE(COLL_REDUCE, "direct", .min_ranks = 3, .min_bytes = 256 << 10),
     RULE(COLL_REDUCE, "chain", .max_ranks = 2),
     RULE(COLL_REDUCE, "hier", .max_ranks = 8),
     RULE(COLL_REDUCE, "binomial", .max_bytes = 64 << 10),

@@ -176,6 +176,11 @@ static void check_defaults(void)
         {COLL_BROADCAST, 8, 2, 1, 2, "direct", "broadcast 8 B, 2 ranks, one host"},
         {COLL_BROADCAST, 8, 2, 0, 2, "chain", "broadcast 8 B, 2 ranks, two hosts"},
         {COLL_REDUCE, 8, 2, 1, 2, "chain", "reduce 8 B, 2 ranks, one host"},
+        /* The direct Reduce from 3 ranks and 256 KiB on one host. */
+        {COLL_REDUCE, 256 << 10, 3, 1, 2, "direct", "reduce 256 KiB, 3 ranks, one host"},
+        {COLL_REDUCE, 1 << 20, 8, 1, 2, "direct", "reduce 1 MiB, 8 ranks, one host"},
+        {COLL_REDUCE, 128 << 10, 4, 1, 2, "chain", "reduce 128 KiB, 4 ranks, one host"},
+        {COLL_REDUCE, 1 << 20, 4, 0, 2, "chain", "reduce 1 MiB, 4 ranks, no arena"},
         {COLL_REDUCE, 8, 3, 0, 4, "binomial", "reduce 8 B, 3 ranks, one rank a core"},
         {COLL_BROADCAST, 8, 3, 0, 4, "binomial", "broadcast 8 B, 3 ranks, one rank a core"},
         {COLL_BROADCAST, 1 << 10, 4, 0, 2, "chain", "broadcast 1 KiB, oversubscribed"},
