@@ -127,7 +127,7 @@ static inline double algo_pieces(double n, double unit) { return unit > 0 && n >
 typedef struct algo_caps {
     int nranks;
     int direct;      /* direct access inside the host */
-    int single_copy; /* single-copy reads inside the host */
+    int single_copy; /* single-copy reads and writes inside the host */
     /* And they outran reads through the arena in the model's parameters (measured at init, or a tuning
      * file's): the kernel's one copy beats the arena's two (the same on every rank: rank 0's figures). */
     int single_copy_fast;

@@ -119,10 +119,11 @@ chorus_result_t prims_direct_wait(prims_t *p, int peer, const void **slot_p);
  * until the next call. */
 chorus_result_t prims_direct_wait_all(prims_t *p, const void *const **slots_p);
 
-/* Single copy, inside one host: whether every rank can read every other rank's memory (process_vm_readv,
- * where the kernel's ptrace policy allows; agreed at init). An algorithm publishes a buffer's address in
- * its slot, and peers copy straight out of that buffer; it must keep the buffer unchanged until every
- * reader is done (a phase the readers publish when done). */
+/* Single copy, inside one host: whether every rank can read and write every other rank's memory
+ * (process_vm_readv, process_vm_writev, where the kernel's ptrace policy allows; agreed at init). An
+ * algorithm publishes a buffer's address in its slot, and peers copy straight out of that buffer (it
+ * must keep it unchanged until every reader is done: a phase the readers publish when done) or into it
+ * (prims_direct_write; it must not touch those bytes until every writer has said it is done). */
 int prims_direct_single_copy(const prims_t *p);
 /* The address to publish for peers' single-copy reads of buf's bytes. Where buf lies in memory from
  * chorus_mem_alloc, readers map it and copy out of the mapping instead (docs/algorithms.md, "Buffers

@@ -23,10 +23,11 @@
  * them. A seq-cst store/load pair on each side makes a lost wake-up impossible.
  *
  * Single copy. Each rank may also publish its process id and the address of a probe in its own memory,
- * so that peers can read its private memory directly (process_vm_readv) where the kernel allows it. A
- * buffer in memory from chorus_mem_alloc (transport/shm/region.h) is shared instead: its owner lists the
- * region in the arena before publishing its address, and a reader maps the region (pidfd_getfd, the same
- * permission) on its first read and copies out of the mapping from then on, with no pages pinned per call.
+ * so that peers can read and write its private memory directly (process_vm_readv, process_vm_writev)
+ * where the kernel allows it. A buffer in memory from chorus_mem_alloc (transport/shm/region.h) is shared
+ * instead: its owner lists the region in the arena before publishing its address, and a reader maps the
+ * region (pidfd_getfd, the same permission) on its first read and copies out of the mapping from then on,
+ * with no pages pinned per call.
  *
  * Set-up. One rank creates the segment (O_EXCL, 0600, its name derived from the communicator's secret)
  * with a random token in its header; the others open it and check the token they were told over their
