@@ -97,3 +97,61 @@ chorus_result_t direct_twoshot(prims_t *p, const coll_args_t *a, int everyone)
     }
     return CHORUS_SUCCESS;
 }
+
+/* Peer q's len bytes at addr: in place where they are mapped (a chorus_mem_alloc buffer), else copied
+ * into buf. */
+static chorus_result_t peer_part(prims_t *p, int q, uint64_t addr, char *buf, size_t len, const char **part_p)
+{
+    const char *mapped = prims_direct_view(p, q, addr, len);
+    if (mapped) {
+        *part_p = mapped;
+        return CHORUS_SUCCESS;
+    }
+    *part_p = buf;
+    return prims_direct_read(p, q, addr, buf, len, 0);
+}
+
+chorus_result_t direct_combine_peers(prims_t *p, const uint64_t *addrs, int stride, uint64_t at, const char *own,
+                                     char *dst, size_t cnt, const prims_reduce_t *red, int push, size_t whole)
+{
+    int rank = prims_rank(p), n = prims_nranks(p), in_place = dst == own;
+    size_t elem = red->elem, chunk = prims_chunk_bytes(p) / elem;
+    if (!chunk) chunk = 1;
+    if (chunk > cnt) chunk = cnt;
+    /* buf[0] and buf[1]: the peers' parts (two at once for the first combination); buf[2]: this rank's
+     * own part, in place, where it is combined after the output was first written, or, where the output
+     * streams, the chunk's combination. */
+    int need_own = in_place && rank >= 2;
+    /* Out of place, a large output that is written once and not read back here: each chunk is combined in
+     * scratch, which stays in cache for the writes into the peers' outputs, and copied into dst with
+     * non-temporal stores (copy_out_part), so that dst's lines are not first read from memory. */
+    int stream = !in_place && whole >= COPY_STREAM_MIN;
+    char *tmp;
+    CHECK(prims_scratch(p, 0, chunk * elem * (size_t)(need_own || stream ? 3 : 2), (void **)&tmp));
+    char *buf[3] = {tmp, tmp + chunk * elem, tmp + 2 * chunk * elem};
+    for (size_t done = 0; done < cnt; done += chunk) {
+        size_t c = CHORUS_MIN(chunk, cnt - done), len = c * elem, from = done * elem;
+        char *acc = stream ? buf[2] : dst + from;
+        const char *part[2];
+        if (need_own) copy_bytes(buf[2], own + from, len);
+        for (int q = 0; q < 2; q++) {
+            if (q == rank)
+                part[q] = own + from;
+            else
+                CHECK(peer_part(p, q, addrs[stride * q] + at + from, buf[q], len, &part[q]));
+        }
+        reduce_apply3(acc, part[0], part[1], c, red->dtype, red->op);
+        for (int q = 2; q < n; q++) {
+            const char *x = need_own ? buf[2] : own + from;
+            if (q != rank) CHECK(peer_part(p, q, addrs[stride * q] + at + from, buf[0], len, &x));
+            reduce_apply(acc, x, c, red->dtype, red->op);
+        }
+        reduce_finish(acc, c, red->dtype, red->op, n);
+        if (stream) copy_out_part(dst + from, acc, len, whole);
+        for (int i = 1; push && i < n; i++) {
+            int q = (rank + i) % n;
+            CHECK(prims_direct_write(p, q, addrs[stride * q + 1] + at + from, acc, len));
+        }
+    }
+    return CHORUS_SUCCESS;
+}

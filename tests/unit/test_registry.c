@@ -440,6 +440,19 @@ static void check_single_copy_fast(void)
         {COLL_ALLTOALL, 32 << 10, 8, 1, 0, {"cma", "cma", "cma"}, "alltoall 256 KiB, 8 ranks"},
         {COLL_ALLTOALL, 16 << 10, 8, 1, 0, {"direct", "direct", "direct"}, "alltoall 128 KiB, 8 ranks"},
         {COLL_ALLTOALL, 64 << 10, 8, 1, 1, {"direct", "direct", "direct"}, "alltoall 512 KiB in place, 8 ranks"},
+        /* The single-copy ReduceScatter: 2 ranks from 16 KiB where it is fast, from 64 KiB where it saves a
+         * copy; 3 and 4 ranks from 1 MiB where it saves a copy; 8 ranks from 256 KiB to 4 MiB. */
+        {COLL_REDUCE_SCATTER, 8 << 10, 2, 1, 0, {"direct", "cma", "direct"}, "reduce_scatter 16 KiB"},
+        {COLL_REDUCE_SCATTER, 4 << 10, 2, 1, 0, {"direct", "direct", "direct"}, "reduce_scatter 8 KiB"},
+        {COLL_REDUCE_SCATTER, 32 << 10, 2, 1, 1, {"direct", "cma", "cma"}, "reduce_scatter 64 KiB in place"},
+        {COLL_REDUCE_SCATTER, 64 << 20, 2, 1, 0, {"direct", "cma", "cma"}, "reduce_scatter 128 MiB"},
+        {COLL_REDUCE_SCATTER, 256 << 10, 4, 1, 0, {"direct", "cma", "cma"}, "reduce_scatter 1 MiB, 4 ranks"},
+        {COLL_REDUCE_SCATTER, 128 << 10, 4, 1, 0, {"direct", "direct", "direct"}, "reduce_scatter 512 KiB, 4 ranks"},
+        {COLL_REDUCE_SCATTER, 16 << 20, 3, 1, 1, {"direct", "cma", "cma"}, "reduce_scatter 48 MiB in place, 3 ranks"},
+        {COLL_REDUCE_SCATTER, 32 << 10, 8, 1, 0, {"cma", "cma", "cma"}, "reduce_scatter 256 KiB, 8 ranks"},
+        {COLL_REDUCE_SCATTER, 16 << 10, 8, 1, 0, {"direct", "direct", "direct"}, "reduce_scatter 128 KiB, 8 ranks"},
+        {COLL_REDUCE_SCATTER, 1 << 20, 8, 1, 0, {"direct", "direct", "direct"}, "reduce_scatter 8 MiB, 8 ranks"},
+        {COLL_REDUCE_SCATTER, 1 << 20, 2, 0, 0, {"ring", "ring", "ring"}, "reduce_scatter 2 MiB, two hosts"},
     };
     for (int mode = 0; mode < 3; mode++) {
         single_copy_fast = mode;
