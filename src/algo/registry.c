@@ -210,7 +210,14 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * KiB, 1, 2 and 4 MiB (pairwise: slower than direct from 2 MiB), level from 16 MiB; four ranks to a core,
  * the calibration at init does not find its reads faster than a copy and an arena read, so the rule
  * does not ask (single_copy_saves). On an AMD EPYC machine it had taken
- * 1.08 to 1.33 times the direct one's time from 4 MiB (docs/tuning.md, "A fifth machine"). Where ranks
+ * 1.08 to 1.33 times the direct one's time from 4 MiB (docs/tuning.md, "A fifth machine"). The single-copy
+ * ReduceScatter (medians of 3 alternating runs against the direct one, out of place / in place): on 2 ranks
+ * 0.80 / 0.85 at 16 KiB and 0.51 to 0.89 / 0.35 to 0.49 from 64 KiB to 16 MiB, level out of place from 64
+ * MiB (0.65 to 0.69 in place); on 3 and 4 ranks 0.96 to 0.98 / 0.57 to 0.85 at 1 MiB, 0.80 to 0.93 /
+ * 0.66 to 0.75 at 4 and 16 MiB, behind at 64 KiB (1.3) and level at 256 KiB; on 8 ranks 0.71 to 0.91 from
+ * 256 KiB to 4 MiB, behind at 64 KiB (1.6), level from 16 MiB. So 2 ranks take it from 16 KiB where it is
+ * fast (64 KiB where it saves a copy), 3 and 4 from 1 MiB, 8 from 256 KiB to 4 MiB (docs/algorithms.md,
+ * "The single-copy ReduceScatter"). Where ranks
  * share hosts across several (ALGO_NEEDS_HOSTS), the hierarchical algorithms run: AllReduce at every size
  * (between emulated hosts it took 0.47 to 0.92 of the ring's time over 1 Gbit/s links, 2 and 3 hosts of 2
  * ranks, 4 KiB to 64 MiB, and 0.41 to 0.97 unshaped, level with rhd or ahead), from 1 MiB in its two-

@@ -27,6 +27,7 @@ static int shares_own_buffers(const coll_args_t *a, int rank, int nranks)
         return prims_direct_in_shared_memory(a->sendbuf, bytes) && prims_direct_in_shared_memory(a->recvbuf, bytes);
     case COLL_ALLGATHER: return prims_direct_in_shared_memory(a->sendbuf, bytes);
     case COLL_BROADCAST: return rank != a->root || prims_direct_in_shared_memory(a->sendbuf, bytes);
+    case COLL_REDUCE_SCATTER:
     case COLL_ALLTOALL: return prims_direct_in_shared_memory(a->sendbuf, bytes * (size_t)nranks);
     default: return 0;
     }

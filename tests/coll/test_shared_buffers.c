@@ -62,7 +62,7 @@ static void check_call(chorus_comm_t comm, chorus_result_t res, const char *what
     EXPECT(res == CHORUS_SUCCESS, "%s: %s: %s", what, chorus_result_name(res), chorus_comm_last_error(comm));
 }
 
-/* One round of the four collectives on count elements per rank; send and recv sit `offset` floats into
+/* One round of the five collectives on count elements per rank; send and recv sit `offset` floats into
  * buffers of that kind (shared or not). */
 static void round_of(chorus_comm_t comm, int round, size_t count, int shared, size_t offset)
 {
@@ -115,6 +115,15 @@ static void round_of(chorus_comm_t comm, int round, size_t count, int shared, si
             if (recv[(size_t)q * per + i] != value(round, q * nranks + rank, i))
                 EXPECT(++wrong == 0, "%s: alltoall block %d element %zu is %g, not %g", what, q, i,
                        recv[(size_t)q * per + i], value(round, q * nranks + rank, i));
+
+    /* ReduceScatter of the same input: block r of the result sums block r of every rank's input. */
+    check_call(comm, chorus_reduce_scatter(send, recv, per, chorus_float32, chorus_sum, comm, NULL), what);
+    for (size_t i = 0, wrong = 0; i < per && wrong < 3; i++) {
+        float want = 0;
+        for (int q = 0; q < nranks; q++) want += value(round, q * nranks + rank, i);
+        if (recv[i] != want)
+            EXPECT(++wrong == 0, "%s: reduce_scatter element %zu is %g, not %g", what, i, recv[i], want);
+    }
 
     free_or(shared, sbase);
     free_or(shared, rbase);
