@@ -57,7 +57,7 @@ chorus_result_t allreduce_cma(prims_t *p, const coll_args_t *a)
 
     /* The output is not streamed (whole 0): with the chunks combined in scratch and copied into the
      * output past the cache, 2 and 4 ranks took 0.97 to 1.07 of the time from 4 to 256 MiB out of place
-     * (medians of 3 and 5 alternating runs, Xeon virtual machine): the writes into the peers' outputs,
+     * (medians of 5 and 3 alternating runs, Xeon virtual machine): the writes into the peers' outputs,
      * which do not stream, weigh more. */
     if (cnt)
         CHECK(direct_combine_peers(p, addrs, 3, off * red.elem, (const char *)a->sendbuf + off * red.elem,

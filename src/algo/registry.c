@@ -154,7 +154,7 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * 12 to 14, where the reference machine has 11 against 23), 2 ranks of one host take the single-copy
  * algorithms: Broadcast, AllGather and AllToAll from 16 KiB, at 0.4 to 0.8 of the direct ones' time up
  * to 64 MiB (two bench/model-check runs), but for an in-place Broadcast from 16 MiB, where the direct
- * one was ahead; AllReduce from 64 KiB, in place or not (see below). On 4 ranks single
+ * one was ahead; AllReduce from 32 KiB, in place or not (see below). On 4 ranks single
  * copy won too from 512 KiB, where the calibration, with ranks sharing the cores, does not find its reads
  * faster than the arena's (docs/algorithms.md, "Single copy"); since its batches end with a barrier it
  * finds them faster than a copy and an arena read together (single_copy_saves) in every init of 12 on 3
@@ -193,8 +193,11 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * virtual machine (medians of 3 to 5 alternating runs of each algorithm forced): on 2 ranks the
  * single-copy AllReduce took 0.64, 0.45, 0.48 and 0.62 of the best other's time at 64 KiB, 256 KiB, 1
  * and 4 MiB out of place (level with one-shot at 16 KiB) and 0.39 to 0.72 in place from 64 KiB to 256
- * MiB, so 2 ranks take it from 64 KiB, in place or not, where either test holds (out of place from 32
- * MiB two-shot stays: 0.81 and 0.85 of its time at 64 and 256 MiB); on 4 ranks 0.87, 0.86 and 0.88 of
+ * MiB, so 2 ranks take it from 64 KiB, in place or not, where either test holds, and from 32 KiB where
+ * single-copy reads are fast (0.70 / 0.68 of one-shot's time at 32 KiB out of place / in place, 0.95 /
+ * 0.95 at 16 KiB, 1.68 / 1.44 at 8 KiB: medians of 5 after a bench/model-check run had it at 1.44 times
+ * single copy's at 16 KiB; out of place from 32 MiB two-shot stays: 0.81 and 0.85 of its time at 64 and
+ * 256 MiB); on 4 ranks 0.87, 0.86 and 0.88 of
  * two-shot's time at 256 KiB, 1 and 4 MiB out of place (1.38 at 16 MiB) and 0.72 to 0.88 in place from
  * 256 KiB to 64 MiB, so 4 ranks take it from 256 KiB to 4 MiB, and in place from 256 KiB, where it saves
  * a copy; so do 3 ranks (0.83 to 0.96 of two-shot's time out of place from 256 KiB to 4 MiB, 1.45 at 16
@@ -255,7 +258,7 @@ static const struct algo_rule {
     int single_copy_saves; /* 1: only where they beat a copy and an arena read together (algo_caps_t) */
 } algo_rules[] = {
     RULE(COLL_ALLREDUCE, "twoshot", .max_ranks = 2, .min_bytes = 32 << 20, .in_place = -1),
-    RULE(COLL_ALLREDUCE, "cma", .max_ranks = 2, .min_bytes = 64 << 10, .single_copy_fast = 1),
+    RULE(COLL_ALLREDUCE, "cma", .max_ranks = 2, .min_bytes = 32 << 10, .single_copy_fast = 1),
     RULE(COLL_ALLREDUCE, "cma", .max_ranks = 2, .min_bytes = 64 << 10, .single_copy_saves = 1),
     RULE(COLL_ALLREDUCE, "cma", .min_ranks = 3, .max_ranks = 4, .min_bytes = 256 << 10, .max_bytes = 4 << 20,
          .single_copy_saves = 1),

@@ -372,7 +372,8 @@ static void check_single_copy_fast(void)
         {COLL_ALLREDUCE, 32 << 20, 2, 1, 0, {"twoshot", "twoshot", "twoshot"}, "allreduce 32 MiB"},
         {COLL_ALLREDUCE, 32 << 20, 2, 1, 1, {"twoshot", "cma", "cma"}, "allreduce 32 MiB in place"},
         {COLL_ALLREDUCE, 64 << 10, 2, 1, 0, {"oneshot", "cma", "cma"}, "allreduce 64 KiB"},
-        {COLL_ALLREDUCE, 32 << 10, 2, 1, 1, {"oneshot", "oneshot", "oneshot"}, "allreduce 32 KiB in place"},
+        {COLL_ALLREDUCE, 32 << 10, 2, 1, 1, {"oneshot", "cma", "oneshot"}, "allreduce 32 KiB in place"},
+        {COLL_ALLREDUCE, 16 << 10, 2, 1, 0, {"oneshot", "oneshot", "oneshot"}, "allreduce 16 KiB"},
         {COLL_ALLREDUCE, 1 << 20, 2, 0, 0, {"ring", "ring", "ring"}, "allreduce 1 MiB, two hosts"},
         /* 3 and 4 ranks: single copy from 256 KiB to 4 MiB where it saves a copy, in place from 256 KiB. */
         {COLL_ALLREDUCE, 1 << 20, 4, 1, 0, {"twoshot", "cma", "cma"}, "allreduce 1 MiB, 4 ranks"},
