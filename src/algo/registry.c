@@ -218,7 +218,8 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * 0.80 / 0.85 at 16 KiB and 0.51 to 0.89 / 0.35 to 0.49 from 64 KiB to 16 MiB, level out of place from 64
  * MiB (0.65 to 0.69 in place); on 3 and 4 ranks 0.96 to 0.98 / 0.57 to 0.85 at 1 MiB, 0.80 to 0.93 /
  * 0.66 to 0.75 at 4 and 16 MiB, behind at 64 KiB (1.3) and level at 256 KiB; on 8 ranks 0.71 to 0.91 from
- * 256 KiB to 4 MiB, behind at 64 KiB (1.6), level from 16 MiB. So 2 ranks take it from 16 KiB where it is
+ * 256 KiB to 4 MiB, behind at 64 KiB (1.6), level from 16 MiB; on 6 ranks mixed (0.98 at 256 KiB, 1.07 /
+ * 1.16 at 1 MiB, 0.94 to 0.96 / 0.78 to 0.83 at 4 and 16 MiB), left to the direct one. So 2 ranks take it from 16 KiB where it is
  * fast (64 KiB where it saves a copy), 3 and 4 from 1 MiB, 8 from 256 KiB to 4 MiB (docs/algorithms.md,
  * "The single-copy ReduceScatter"). Where ranks
  * share hosts across several (ALGO_NEEDS_HOSTS), the hierarchical algorithms run: AllReduce at every size
