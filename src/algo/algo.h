@@ -243,6 +243,7 @@ chorus_result_t reduce_binomial(prims_t *p, const coll_args_t *a);
 chorus_result_t reduce_rabenseifner(prims_t *p, const coll_args_t *a);
 chorus_result_t reduce_direct(prims_t *p, const coll_args_t *a);
 chorus_result_t reduce_oneshot(prims_t *p, const coll_args_t *a);
+chorus_result_t reduce_cma(prims_t *p, const coll_args_t *a);
 chorus_result_t reduce_hier(prims_t *p, const coll_args_t *a);
 /* The blocks the pairwise and mesh AllToAlls send: sendbuf, its own block copied to recvbuf; in place, a
  * copy of the input in scratch slot 1 (the own block is already where it belongs). */
@@ -294,6 +295,7 @@ algo_cost_t reduce_binomial_cost(const algo_shape_t *s);
 algo_cost_t reduce_rabenseifner_cost(const algo_shape_t *s);
 algo_cost_t reduce_direct_cost(const algo_shape_t *s);
 algo_cost_t reduce_oneshot_cost(const algo_shape_t *s);
+algo_cost_t reduce_cma_cost(const algo_shape_t *s);
 algo_cost_t alltoall_pairwise_cost(const algo_shape_t *s);
 algo_cost_t alltoall_bruck_cost(const algo_shape_t *s);
 algo_cost_t alltoall_ring_cost(const algo_shape_t *s);

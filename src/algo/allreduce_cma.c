@@ -59,9 +59,10 @@ chorus_result_t allreduce_cma(prims_t *p, const coll_args_t *a)
      * output past the cache, 2 and 4 ranks took 0.97 to 1.07 of the time from 4 to 256 MiB out of place
      * (medians of 5 and 3 alternating runs, Xeon virtual machine): the writes into the peers' outputs,
      * which do not stream, weigh more. */
+    int to = addrs[3 * rank + 2] ? DIRECT_TO_NONE : DIRECT_TO_ALL;
     if (cnt)
         CHECK(direct_combine_peers(p, addrs, 3, off * red.elem, (const char *)a->sendbuf + off * red.elem,
-                                   out + off * red.elem, cnt, &red, !addrs[3 * rank + 2], 0));
+                                   out + off * red.elem, cnt, &red, to, 0));
     if (!pulled) return direct_empty_phase(p);
     CHECK(direct_empty_phase(p));
     for (int i = 1; i < n; i++) {

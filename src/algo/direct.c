@@ -112,26 +112,27 @@ static chorus_result_t peer_part(prims_t *p, int q, uint64_t addr, char *buf, si
 }
 
 chorus_result_t direct_combine_peers(prims_t *p, const uint64_t *addrs, int stride, uint64_t at, const char *own,
-                                     char *dst, size_t cnt, const prims_reduce_t *red, int push, size_t whole)
+                                     char *dst, size_t cnt, const prims_reduce_t *red, int to, size_t whole)
 {
     int rank = prims_rank(p), n = prims_nranks(p), in_place = dst == own;
     size_t elem = red->elem, chunk = prims_chunk_bytes(p) / elem;
     if (!chunk) chunk = 1;
     if (chunk > cnt) chunk = cnt;
-    /* buf[0] and buf[1]: the peers' parts (two at once for the first combination); buf[2]: this rank's
-     * own part, in place, where it is combined after the output was first written, or, where the output
-     * streams, the chunk's combination. */
-    int need_own = in_place && rank >= 2;
     /* Out of place, a large output that is written once and not read back here: each chunk is combined in
      * scratch, which stays in cache for the writes into the peers' outputs, and copied into dst with
-     * non-temporal stores (copy_out_part), so that dst's lines are not first read from memory. */
-    int stream = !in_place && whole >= COPY_STREAM_MIN;
+     * non-temporal stores (copy_out_part), so that dst's lines are not first read from memory. Without
+     * dst the chunks are combined in scratch only. */
+    int stream = dst && !in_place && whole >= COPY_STREAM_MIN, in_scratch = stream || !dst;
+    /* buf[0] and buf[1]: the peers' parts (two at once for the first combination); buf[2]: this rank's
+     * own part, in place, where it is combined after the output was first written, or the chunk's
+     * combination where that is in scratch. */
+    int need_own = in_place && rank >= 2;
     char *tmp;
-    CHECK(prims_scratch(p, 0, chunk * elem * (size_t)(need_own || stream ? 3 : 2), (void **)&tmp));
+    CHECK(prims_scratch(p, 0, chunk * elem * (size_t)(need_own || in_scratch ? 3 : 2), (void **)&tmp));
     char *buf[3] = {tmp, tmp + chunk * elem, tmp + 2 * chunk * elem};
     for (size_t done = 0; done < cnt; done += chunk) {
         size_t c = CHORUS_MIN(chunk, cnt - done), len = c * elem, from = done * elem;
-        char *acc = stream ? buf[2] : dst + from;
+        char *acc = in_scratch ? buf[2] : dst + from;
         const char *part[2];
         if (need_own) copy_bytes(buf[2], own + from, len);
         for (int q = 0; q < 2; q++) {
@@ -148,7 +149,8 @@ chorus_result_t direct_combine_peers(prims_t *p, const uint64_t *addrs, int stri
         }
         reduce_finish(acc, c, red->dtype, red->op, n);
         if (stream) copy_out_part(dst + from, acc, len, whole);
-        for (int i = 1; push && i < n; i++) {
+        if (to >= 0 && to != rank) CHECK(prims_direct_write(p, to, addrs[stride * to + 1] + at + from, acc, len));
+        for (int i = 1; to == DIRECT_TO_ALL && i < n; i++) {
             int q = (rank + i) % n;
             CHECK(prims_direct_write(p, q, addrs[stride * q + 1] + at + from, acc, len));
         }

@@ -53,12 +53,15 @@ chorus_result_t direct_gather_slices(prims_t *p, char *out, size_t cnt, size_t e
  * (prims_chunk_bytes): rank q's part of the slice is at addrs[stride q] + at in its address space (read
  * with process_vm_readv into scratch, or in place where it is a chorus_mem_alloc buffer this rank has
  * mapped), this rank's at own; the p parts are combined in rank order into dst, so that every rank that
- * combines the same data gets the same bits. With push, each combined chunk, while it is in this rank's
- * cache, is also written into every peer's output at addrs[stride q + 1] + at. dst == own is in place;
- * out of place, where dst is a piece of an output of `whole` bytes that streams (copy_out_part), the
- * chunks are combined in scratch and copied into dst. */
+ * combines the same data gets the same bits. Each combined chunk, while it is in this rank's cache, is
+ * also written into the output at addrs[stride q + 1] + at of rank `to` (DIRECT_TO_NONE: of no rank;
+ * DIRECT_TO_ALL: of every peer). dst == own is in place; dst NULL keeps no result here (the chunks are
+ * combined in scratch); out of place, where dst is a piece of an output of `whole` bytes that streams
+ * (copy_out_part), the chunks are combined in scratch and copied into dst. */
+#define DIRECT_TO_NONE (-1)
+#define DIRECT_TO_ALL (-2)
 chorus_result_t direct_combine_peers(prims_t *p, const uint64_t *addrs, int stride, uint64_t at, const char *own,
-                                     char *dst, size_t cnt, const prims_reduce_t *red, int push, size_t whole);
+                                     char *dst, size_t cnt, const prims_reduce_t *red, int to, size_t whole);
 
 /* The one-shot and two-shot reductions (AllReduce when everyone, Reduce to a->root otherwise), chunk by
  * slot-sized chunk. One-shot: every rank publishes its chunk and the receivers combine all p of them. Two-

@@ -38,8 +38,8 @@ chorus_result_t reduce_scatter_cma(prims_t *p, const coll_args_t *a)
     for (int q = 0; q < n; q++) memcpy(addrs + q, slots[q], sizeof(*addrs));
     if (a->count) {
         size_t at = (size_t)rank * block;
-        CHECK(direct_combine_peers(p, addrs, 1, at, (const char *)a->sendbuf + at, a->recvbuf, a->count, &red, 0,
-                                   block >= RS_CMA_STREAM_MIN ? block : 0));
+        CHECK(direct_combine_peers(p, addrs, 1, at, (const char *)a->sendbuf + at, a->recvbuf, a->count, &red,
+                                   DIRECT_TO_NONE, block >= RS_CMA_STREAM_MIN ? block : 0));
     }
     return direct_empty_phase(p);
 }

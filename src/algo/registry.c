@@ -50,6 +50,7 @@ static const algo_desc_t algo_table[] = {
     {COLL_REDUCE, "rabenseifner", reduce_rabenseifner, 0, reduce_rabenseifner_cost},
     {COLL_REDUCE, "direct", reduce_direct, ALGO_NEEDS_DIRECT, reduce_direct_cost},
     {COLL_REDUCE, "oneshot", reduce_oneshot, ALGO_NEEDS_DIRECT, reduce_oneshot_cost},
+    {COLL_REDUCE, "cma", reduce_cma, ALGO_NEEDS_DIRECT | ALGO_NEEDS_SINGLE_COPY, reduce_cma_cost},
     {COLL_REDUCE, "hier", reduce_hier, ALGO_NEEDS_HOSTS, reduce_chain_cost}, /* as the chain: see its file */
     {COLL_ALLTOALL, "pairwise", alltoall_pairwise, 0, alltoall_pairwise_cost},
     {COLL_ALLTOALL, "bruck", alltoall_bruck, 0, alltoall_bruck_cost},
@@ -219,9 +220,15 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * MiB (0.65 to 0.69 in place); on 3 and 4 ranks 0.96 to 0.98 / 0.57 to 0.85 at 1 MiB, 0.80 to 0.93 /
  * 0.66 to 0.75 at 4 and 16 MiB, behind at 64 KiB (1.3) and level at 256 KiB; on 8 ranks 0.71 to 0.91 from
  * 256 KiB to 4 MiB, behind at 64 KiB (1.6), level from 16 MiB; on 6 ranks mixed (0.98 at 256 KiB, 1.07 /
- * 1.16 at 1 MiB, 0.94 to 0.96 / 0.78 to 0.83 at 4 and 16 MiB), left to the direct one. So 2 ranks take it from 16 KiB where it is
- * fast (64 KiB where it saves a copy), 3 and 4 from 1 MiB, 8 from 256 KiB to 4 MiB (docs/algorithms.md,
- * "The single-copy ReduceScatter"). Where ranks
+ * 1.16 at 1 MiB, 0.94 to 0.96 / 0.78 to 0.83 at 4 and 16 MiB), left to the direct one. So 2 ranks take
+ * it from 16 KiB where it is fast (64 KiB where it saves a copy), 3 and 4 from 1 MiB, 8 from 256 KiB to 4
+ * MiB (docs/algorithms.md, "The single-copy ReduceScatter"). The single-copy Reduce (same runs): on 2
+ * ranks 0.95 / 0.86 of the chain's time at 64 KiB, 0.58 to 0.68 / 0.54 to 0.74 from 256 KiB to 16 MiB,
+ * level at 64 MiB; on 3 and 4 ranks 0.81 to 0.84 / 0.81 to 0.82 of the direct one's at 1 MiB, 0.61 to
+ * 0.76 / 0.72 to 0.89 at 4 MiB, 0.92 to 0.98 / 0.63 to 0.77 at 16 MiB, behind out of place at 64 MiB
+ * (1.10 to 1.12) and at 256 KiB on 3 ranks (1.14); on 8 ranks level to 1 MiB, 0.90 at 4 MiB, behind
+ * from 16 MiB. So 2 ranks take it from 64 KiB where single-copy reads are fast, 3 and 4 ranks from 1 to
+ * 16 MiB where they save a copy. Where ranks
  * share hosts across several (ALGO_NEEDS_HOSTS), the hierarchical algorithms run: AllReduce at every size
  * (between emulated hosts it took 0.47 to 0.92 of the ring's time over 1 Gbit/s links, 2 and 3 hosts of 2
  * ranks, 4 KiB to 64 MiB, and 0.41 to 0.97 unshaped, level with rhd or ahead), from 1 MiB in its two-
@@ -323,6 +330,9 @@ static const struct algo_rule {
     RULE(COLL_BROADCAST, "binomial", .max_bytes = 64 << 10),
     RULE(COLL_BROADCAST, "hier"),
     RULE(COLL_BROADCAST, "chain"),
+    RULE(COLL_REDUCE, "cma", .max_ranks = 2, .min_bytes = 64 << 10, .single_copy_fast = 1),
+    RULE(COLL_REDUCE, "cma", .min_ranks = 3, .max_ranks = 4, .min_bytes = 1 << 20, .max_bytes = 16 << 20,
+         .single_copy_saves = 1),
     RULE(COLL_REDUCE, "direct", .min_ranks = 3, .min_bytes = 256 << 10),
     RULE(COLL_REDUCE, "chain", .max_ranks = 2),
     RULE(COLL_REDUCE, "hier", .max_ranks = 8),

@@ -25,7 +25,8 @@ static int shares_own_buffers(const coll_args_t *a, int rank, int nranks)
     switch (a->coll) {
     case COLL_ALLREDUCE:
         return prims_direct_in_shared_memory(a->sendbuf, bytes) && prims_direct_in_shared_memory(a->recvbuf, bytes);
-    case COLL_ALLGATHER: return prims_direct_in_shared_memory(a->sendbuf, bytes);
+    case COLL_ALLGATHER:
+    case COLL_REDUCE: return prims_direct_in_shared_memory(a->sendbuf, bytes);
     case COLL_BROADCAST: return rank != a->root || prims_direct_in_shared_memory(a->sendbuf, bytes);
     case COLL_REDUCE_SCATTER:
     case COLL_ALLTOALL: return prims_direct_in_shared_memory(a->sendbuf, bytes * (size_t)nranks);

@@ -10,7 +10,7 @@ if ! unshare --pid --fork true 2> /dev/null; then
     echo "cannot make a pid namespace here: skipped"
     exit 77
 fi
-out=$(CHORUS_LOG_LEVEL=INFO CHORUS_LOG_SUBSYS=SHM CHORUS_ALGO="allreduce:cma;allgather:cma;reduce_scatter:cma;broadcast:cma;alltoall:cma" \
+out=$(CHORUS_LOG_LEVEL=INFO CHORUS_LOG_SUBSYS=SHM CHORUS_ALGO="allreduce:cma;allgather:cma;reduce_scatter:cma;reduce:cma;broadcast:cma;alltoall:cma" \
     timeout 120 "$chorusrun" -n 3 sh -c 'if [ "$CHORUS_RANK" = 1 ]; then exec unshare --pid --fork "$@"; fi; exec "$@"' \
     sh "$prog" -q 1009 2>&1)
 rc=$?

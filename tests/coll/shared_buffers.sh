@@ -37,7 +37,7 @@ done
 # call some ranks write their block or slice into the peers' outputs and others have it read (and the
 # ReduceScatter reads some peers' blocks out of mappings and others with process_vm_readv).
 if [ $fail = 0 ]; then
-    out=$(CHORUS_ALGO='allreduce:cma;allgather:cma;reduce_scatter:cma' timeout 120 "$chorusrun" -n 3 "$prog" 2>&1)
+    out=$(CHORUS_ALGO='allreduce:cma;allgather:cma;reduce_scatter:cma;reduce:cma' timeout 120 "$chorusrun" -n 3 "$prog" 2>&1)
     rc=$?
     [ $rc = 0 ] && [ "$(grep -c 'shared buffers ok' <<< "$out")" = 3 ] ||
         { echo "FAILED (single copy forced): exit status $rc"; echo "$out" | tail -20; fail=1; }

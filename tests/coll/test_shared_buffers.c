@@ -62,7 +62,7 @@ static void check_call(chorus_comm_t comm, chorus_result_t res, const char *what
     EXPECT(res == CHORUS_SUCCESS, "%s: %s: %s", what, chorus_result_name(res), chorus_comm_last_error(comm));
 }
 
-/* One round of the five collectives on count elements per rank; send and recv sit `offset` floats into
+/* One round of the six collectives on count elements per rank; send and recv sit `offset` floats into
  * buffers of that kind (shared or not). */
 static void round_of(chorus_comm_t comm, int round, size_t count, int shared, size_t offset)
 {
@@ -98,6 +98,15 @@ static void round_of(chorus_comm_t comm, int round, size_t count, int shared, si
                    value(round, (int)(i / count), i % count));
 
     int root = round % nranks;
+    for (size_t i = 0; i < count; i++) recv[i] = -1;
+    check_call(comm, chorus_reduce(send, recv, count, chorus_float32, chorus_sum, root, comm, NULL), what);
+    for (size_t i = 0, wrong = 0; rank == root && i < count && wrong < 3; i++) {
+        float want = 0;
+        for (int r = 0; r < nranks; r++) want += value(round, r, i);
+        if (recv[i] != want)
+            EXPECT(++wrong == 0, "%s: reduce to %d, element %zu is %g, not %g", what, root, i, recv[i], want);
+    }
+
     for (size_t i = 0; i < count; i++) recv[i] = -1;
     check_call(comm, chorus_broadcast(send, recv, count, chorus_float32, root, comm, NULL), what);
     for (size_t i = 0, wrong = 0; i < count && wrong < 3; i++)

@@ -454,6 +454,15 @@ static void check_single_copy_fast(void)
         {COLL_REDUCE_SCATTER, 16 << 10, 8, 1, 0, {"direct", "direct", "direct"}, "reduce_scatter 128 KiB, 8 ranks"},
         {COLL_REDUCE_SCATTER, 1 << 20, 8, 1, 0, {"direct", "direct", "direct"}, "reduce_scatter 8 MiB, 8 ranks"},
         {COLL_REDUCE_SCATTER, 1 << 20, 2, 0, 0, {"ring", "ring", "ring"}, "reduce_scatter 2 MiB, two hosts"},
+        /* The single-copy Reduce: 2 ranks from 64 KiB where it is fast; 3 and 4 ranks from 1 to 16 MiB where
+         * it saves a copy. */
+        {COLL_REDUCE, 64 << 10, 2, 1, 0, {"chain", "cma", "chain"}, "reduce 64 KiB"},
+        {COLL_REDUCE, 32 << 10, 2, 1, 0, {"chain", "chain", "chain"}, "reduce 32 KiB"},
+        {COLL_REDUCE, 1 << 20, 4, 1, 1, {"direct", "cma", "cma"}, "reduce 1 MiB in place, 4 ranks"},
+        {COLL_REDUCE, 16 << 20, 3, 1, 0, {"direct", "cma", "cma"}, "reduce 16 MiB, 3 ranks"},
+        {COLL_REDUCE, 32 << 20, 4, 1, 0, {"direct", "direct", "direct"}, "reduce 32 MiB, 4 ranks"},
+        {COLL_REDUCE, 512 << 10, 4, 1, 0, {"direct", "direct", "direct"}, "reduce 512 KiB, 4 ranks"},
+        {COLL_REDUCE, 4 << 20, 8, 1, 0, {"direct", "direct", "direct"}, "reduce 4 MiB, 8 ranks"},
     };
     for (int mode = 0; mode < 3; mode++) {
         single_copy_fast = mode;
