@@ -17,10 +17,10 @@
 #include "algo/direct.h"
 #include "util/util.h"
 
-/* Outputs from here stream (direct_combine_peers). Measured on the Xeon virtual machine, 2 and 4 ranks,
- * medians of 3 to 5 alternating runs, streamed against plain stores: 1.18 and 1.07 of the time with
- * outputs of 4 MiB, 0.93 and 0.86 with 16 and 64 MiB on 2 ranks; 1.07 with 4 MiB, level with 16, 0.97
- * with 64 on 4 (an output below it stays in the large last-level cache that machine has). */
+/* Outputs from here stream (direct_combine_peers). Measured on the Xeon virtual machine, medians of 3 to 5
+ * alternating runs, streamed against plain stores: on 2 ranks 1.18 and 1.16 of the time with outputs of
+ * 4 and 8 MiB, 0.93, 0.87 and 0.86 with 16, 32 and 128 MiB; on 4 ranks 1.07 with 4 MiB, 0.98 and 0.97
+ * with 16 and 64 MiB (an output below it stays in the large last-level cache that machine has). */
 #define RS_CMA_STREAM_MIN (16u << 20)
 
 chorus_result_t reduce_scatter_cma(prims_t *p, const coll_args_t *a)
