@@ -15,6 +15,7 @@
  * then go to every rank, so that every rank chooses the same algorithms.
  */
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -163,6 +164,30 @@ static chorus_result_t tune_time_allgathers(prims_t *p, const algo_run_fn *runs,
     return res;
 }
 
+/* The most ranks found on one processor, each rank's sched_getcpu() published in one arena phase (a rank
+ * that cannot tell counts for none). Right after the ranks start, the kernel has not always spread them yet: of 8 inits
+ * of 4 ranks on the 2 cores of a Xeon virtual machine, one found three ranks on one core, and measured the
+ * arena's barriers at 1.15 us and its reads at 7.9 GB/s against 0.60 to 0.72 us and 12.1 to 12.6 GB/s
+ * in the other seven (two ranks a core), which priced every direct call from a few MiB 1.4 to 1.6 times
+ * the others' price for the same measured time. */
+static chorus_result_t tune_busiest_cpu(prims_t *p, int *busiest_p)
+{
+    int32_t *slot;
+    const void *const *slots;
+    int n = prims_nranks(p), busiest = 0;
+    CHECK(prims_direct_begin(p, (void **)&slot));
+    *slot = sched_getcpu();
+    prims_direct_publish(p, sizeof(*slot));
+    CHECK(prims_direct_wait_all(p, &slots));
+    for (int q = 0; q < n; q++) {
+        int32_t cpu = *(const int32_t *)slots[q], same = 0;
+        for (int r = 0; cpu >= 0 && r < n; r++) same += *(const int32_t *)slots[r] == cpu;
+        busiest = CHORUS_MAX(busiest, same);
+    }
+    *busiest_p = busiest;
+    return CHORUS_SUCCESS;
+}
+
 /* alpha: the best mean of batches of back-to-back barriers (a single one can find every peer there
  * already). beta of the arena and of single-copy reads: from a direct and a single-copy allgather (each
  * moves (p - 1) each from the peers into every rank), what its cost terms leave to those reads. */
@@ -170,44 +195,56 @@ static chorus_result_t tune_measure_arena(prims_t *p, tune_state_t *ts, const tu
 {
     tune_params_t *tp = &ts->file.params;
     coll_args_t barrier = {.coll = COLL_BARRIER};
+    int me = prims_rank(p), n = prims_nranks(p), before, after;
     CHECK(barrier_direct(p, &barrier));
-    double best = INFINITY, share = tune_share(&ts->comm); /* the model applies it itself */
+    CHECK(tune_busiest_cpu(p, &before));
+    double best = INFINITY;
     for (int b = 0; b < e->barrier_batches; b++) {
         int64_t t0 = time_now_ns();
         for (int i = 0; i < TUNE_BATCH; i++) CHECK(barrier_direct(p, &barrier));
         double mean = (double)(time_now_ns() - t0) * 1e-9 / TUNE_BATCH;
         if (mean < best) best = mean;
     }
-    int me = prims_rank(p), n = prims_nranks(p);
-    if (me == 0 && best > 0 && isfinite(best)) tp->alpha[TUNE_LINK_ARENA] = best / share;
-    static const algo_cost_fn costs[] = {allgather_direct_cost, allgather_cma_cost};
-    int nways = ts->comm.caps.single_copy ? 2 : 1;
-    for (int r = 0; r < (e->memory_trips ? TUNE_REGIMES : 1); r++) {
+    int nways = ts->comm.caps.single_copy ? 2 : 1, regimes = e->memory_trips ? TUNE_REGIMES : 1;
+    size_t each[TUNE_REGIMES];
+    double t[TUNE_REGIMES][2];
+    for (int r = 0; r < regimes; r++) {
         /* In all: TUNE_CACHE_BYTES in cache, TUNE_MEMORY_BYTES in memory (buffers past any last-level cache,
          * as the memory regime's copies have). */
         size_t all = r == TUNE_CACHE ? TUNE_CACHE_BYTES : TUNE_MEMORY_BYTES;
-        size_t each = CHORUS_MAX(all / (size_t)n, (size_t)4096);
-        double t[2];
+        each[r] = CHORUS_MAX(all / (size_t)n, (size_t)4096);
         int batches = CHORUS_MAX((r == TUNE_CACHE ? e->large_trips : e->memory_trips) / 2, 1);
-        CHECK(tune_time_allgathers(p, tune_allgathers, nways, each, batches, e->algo_batch, scratch, t));
+        CHECK(tune_time_allgathers(p, tune_allgathers, nways, each[r], batches, e->algo_batch, scratch, t[r]));
+    }
+    CHECK(tune_busiest_cpu(p, &after));
+    if (me != 0) return CHORUS_SUCCESS;
+    /* The share of a core each rank had while measuring: the model's, which it applies itself, or more
+     * where the ranks sat more to a processor than that both before and after the measurements (where
+     * they moved in between, the best batches are those on the other side of the move). */
+    double share = CHORUS_MAX(tune_share(&ts->comm), (double)CHORUS_MIN(before, after));
+    if (share > tune_share(&ts->comm))
+        LOG_INFO(LOG_SUB_TUNING, "calibration: %d of the %d ranks on one processor while the host arena was "
+                 "measured (%.3g for the model); its figures are taken at that share", CHORUS_MIN(before, after), n,
+                 tune_share(&ts->comm));
+    if (best > 0 && isfinite(best)) tp->alpha[TUNE_LINK_ARENA] = best / share;
+    static const algo_cost_fn costs[] = {allgather_direct_cost, allgather_cma_cost};
+    for (int r = 0; r < regimes; r++)
         for (int w = 0; w < nways; w++) {
             double *rate = w == 0 ? tp->beta[TUNE_LINK_ARENA] : tp->beta_cma;
-            algo_shape_t shape = {.p = n, .n = (double)each * n, .chunk = ts->comm.chunk, .slot = ts->comm.slot,
+            algo_shape_t shape = {.p = n, .n = (double)each[r] * n, .chunk = ts->comm.chunk, .slot = ts->comm.slot,
                                   .shared = ts->comm.caps.oversubscribed};
             algo_cost_t c = costs[w](&shape);
-            double rest = t[w] / share - c.steps * tp->alpha[TUNE_LINK_ARENA] -
+            double rest = t[r][w] / share - c.steps * tp->alpha[TUNE_LINK_ARENA] -
                           (c.copied - c.streamed) / tp->beta_copy[r] -
                           c.streamed * tune_stream_per_byte(tp, 1 / tp->beta_copy[r]);
-            if (me == 0)
-                LOG_DEBUG(LOG_SUB_TUNING, "calibration: %s allgather of %zu bytes per rank: best %.1f us per call "
-                          "of %d batches of %d; %.1f us left to %.0f bytes of reads after %.0f steps and %.0f bytes copied",
-                          w == 0 ? "direct" : "single-copy", each, t[w] * 1e6, batches, e->algo_batch, rest * 1e6,
-                          c.bytes, c.steps, c.copied);
+            LOG_DEBUG(LOG_SUB_TUNING, "calibration: %s allgather of %zu bytes per rank: best %.1f us per call "
+                      "of batches of %d; %.1f us left to %.0f bytes of reads after %.0f steps and %.0f bytes copied",
+                      w == 0 ? "direct" : "single-copy", each[r], t[r][w] * 1e6, e->algo_batch, rest * 1e6, c.bytes,
+                      c.steps, c.copied);
             /* Reading a peer's data is a copy: no faster than a local one (a disturbed subtraction could
              * otherwise promise any rate). */
-            if (me == 0 && rest > 0) rate[r] = CHORUS_MIN(c.bytes / rest, tp->beta_copy[r]);
+            if (rest > 0) rate[r] = CHORUS_MIN(c.bytes / rest, tp->beta_copy[r]);
         }
-    }
     return CHORUS_SUCCESS;
 }
 
