@@ -6,7 +6,8 @@
  *      exchange larger messages (beta) and send them one way (beta_oneway) over their connection (shm on
  *      one host, tcp across hosts);
  *   3. with the host arena, every rank runs batches of barriers through it, timed at rank 0 (its alpha),
- *      then direct and single-copy allgathers (the arena's beta, beta_cma); chorus-tune then times both
+ *      then direct and single-copy allgathers (the arena's beta, beta_cma), taken at the share of a core
+ *      the ranks had (tune_busiest_cpu); chorus-tune then times both
  *      from 256 KiB to 128 MiB: the direct one's profile replaces the copy's, the single-copy one's is
  *      the single-copy reads' own.
  * Each figure is the best of its repetitions: the least disturbed run is the closest to what the hardware
