@@ -348,11 +348,13 @@ static void check_restrictions(void)
 }
 
 /* Where single-copy reads outrun the arena, 2 ranks of one host take the single-copy algorithms from
- * 16 KiB (AllReduce from 256 KiB out of place, 2 MiB in place); elsewhere the rules stay as they were.
- * Where they beat a copy and an arena read together, 2 ranks take the single-copy Broadcast, AllGather
- * and AllToAll from 64 KiB and the AllReduce from 256 KiB out of place, 3 and 4 ranks the AllGather from
- * 512 KiB to 8 MiB, 4 ranks the Broadcast from 256 KiB to 8 MiB (3 and 4 ranks take the single-copy
- * AllToAll from 256 KiB to 8 MiB either way). */
+ * 16 KiB (AllReduce from 32 KiB, Reduce from 64 KiB); elsewhere the rules stay as they were. Where they
+ * beat a copy and an arena read together, 2 ranks take the single-copy Broadcast, AllGather, AllToAll,
+ * ReduceScatter and AllReduce from 64 KiB, 3 and 4 ranks the AllGather from 512 KiB to 16 MiB, the
+ * AllReduce from 256 KiB, the ReduceScatter from 1 MiB and the Reduce from 1 to 16 MiB, 4 ranks the
+ * Broadcast from 256 KiB to 8 MiB (3 and 4 ranks take the single-copy AllToAll from 256 KiB to 8 MiB
+ * either way, 8 ranks the AllToAll from 256 KiB and the ReduceScatter from 256 KiB to 4 MiB). The cases
+ * below say which, with the exceptions (place, the two-shot AllReduce from 32 MiB). */
 static void check_single_copy_fast(void)
 {
     algo_config_t cfg;
