@@ -167,6 +167,10 @@ int main(int argc, char **argv)
             fprintf(stderr, "chorus-model: %s\n", err);
             return 2;
         }
+        /* The set measured at the share nearest these ranks' (tune_file_use_share). */
+        tune_comm_t probe = tc;
+        tune_comm_set_cores(&probe, tc.cores);
+        tune_file_use_share(&tf, tune_share(&probe));
         tp = tf.params;
     } else if (alpha || beta) {
         /* The seed's model: links only. */

@@ -13,7 +13,10 @@
  * With --rules it also times every algorithm of every collective on this rank count, over a size sweep
  * (each algorithm in turn, repeated, medians), and writes the fastest as rules for this rank count and
  * link, out of place. Rules an existing file holds for other rank counts or links are kept, so runs with
- * several rank counts build one file. Rank 0 writes the file. docs/tuning.md.
+ * several rank counts build one file. So are its figures measured at other shares of the cores (ranks per
+ * core): the figures of this run replace those of its own share only, and a communicator uses the set of
+ * the share nearest its own (chorusrun -n 2, -n 4 and -n 8 on 2 cores: shares 1, 2 and 4). Rank 0 writes
+ * the file. docs/tuning.md.
  */
 #include <errno.h>
 #include <math.h>
@@ -221,9 +224,10 @@ static chorus_result_t derive_rules(chorus_comm_t comm, tune_link_t link, double
     return res;
 }
 
-/* The rules of an existing file at path that this run does not derive anew (other rank counts or
- * links, or written by hand), kept in tf. A missing file has none; one that cannot be read is an error. */
-static int keep_rules(const char *path, int nranks, const int derived[TUNE_LINK_COUNT], tune_file_t *tf)
+/* What of an existing file at path this run does not measure anew, kept in tf: the rules of other rank
+ * counts or links (or written by hand), and the sets of figures of other shares of the cores. A missing
+ * file has none; one that cannot be read is an error. */
+static int keep_from(const char *path, int nranks, const int derived[TUNE_LINK_COUNT], tune_file_t *tf)
 {
     if (access(path, F_OK) != 0) return 0;
     tune_file_t *old = calloc(1, sizeof(*old));
@@ -231,7 +235,7 @@ static int keep_rules(const char *path, int nranks, const int derived[TUNE_LINK_
     if (!old) return -1;
     tune_params_builtin(&old->params);
     if (tune_file_read(path, old, err, sizeof(err)) != CHORUS_SUCCESS) {
-        fprintf(stderr, "chorus-tune: cannot keep the rules of %s: %s (remove it, or write elsewhere with -o)\n",
+        fprintf(stderr, "chorus-tune: cannot keep the rules and figures of %s: %s (remove it, or write elsewhere with -o)\n",
                 path, err);
         free(old);
         return -1;
@@ -243,6 +247,11 @@ static int keep_rules(const char *path, int nranks, const int derived[TUNE_LINK_
             if (rule->links >> l & 1 && !derived[l]) mine = 0;
         if (!mine) tf->rules[tf->nrules++] = *rule;
     }
+    for (int i = 0; i < old->nsets; i++) {
+        tf->set[i] = old->set[i];
+        tf->set_share[i] = old->set_share[i];
+    }
+    tf->nsets = old->nsets;
     free(old);
     return 0;
 }
@@ -255,7 +264,8 @@ typedef struct passes {
 
 /* The parameters of comm's links: the median of the passes' measurements, the passes' starts spread
  * evenly over the spread (every rank sleeps alike, then a barrier lines them up). */
-static chorus_result_t measure(chorus_comm_t comm, const passes_t *ps, tune_params_t *tp, tune_link_t *link_p)
+static chorus_result_t measure(chorus_comm_t comm, const passes_t *ps, tune_params_t *tp, tune_link_t *link_p,
+                               double *share_p)
 {
     tune_params_t runs[TUNE_MEDIAN_MAX];
     int64_t start = time_now_ns();
@@ -269,7 +279,7 @@ static chorus_result_t measure(chorus_comm_t comm, const passes_t *ps, tune_para
             }
             CHECK(chorus_barrier(comm, NULL));
         }
-        CHECK(comm_tune_measure(comm, &runs[i], link_p));
+        CHECK(comm_tune_measure(comm, &runs[i], link_p, share_p));
     }
     tune_params_median(tp, runs, ps->count);
     return CHORUS_SUCCESS;
@@ -301,7 +311,7 @@ int main(int argc, char **argv)
             fprintf(stderr,
                     "usage: chorusrun -n N chorus-tune [-o FILE] [--passes K] [--spread S] [--rules [--max-bytes SIZE]]\n"
                     "  -o FILE            the tuning file to write (default: %s); rules it holds for other rank\n"
-                    "                     counts or links are kept\n"
+                    "                     counts or links, and figures for other shares of the cores, are kept\n"
                     "  --passes K         measure K times, 1 to %d, and write each figure's median (default %d)\n"
                     "  --spread S         spread the passes' starts over S seconds, up to 3600 (default 0: back to\n"
                     "                     back); on a shared machine whose speed moves for minutes at a time, a\n"
@@ -331,7 +341,8 @@ int main(int argc, char **argv)
     if (!tf) return fail(comm, "memory for the tuning file", CHORUS_ERR_NO_MEMORY);
     tune_params_t tcp;
     tune_link_t link, tcp_link = TUNE_LINK_COUNT;
-    if ((res = measure(comm, &ps, &tf->params, &link)) != CHORUS_SUCCESS) return fail(comm, "measuring", res);
+    double share, tcp_share;
+    if ((res = measure(comm, &ps, &tf->params, &link, &share)) != CHORUS_SUCCESS) return fail(comm, "measuring", res);
     if (rules && (res = derive_rules(comm, link, (double)max_bytes, tf)) != CHORUS_SUCCESS)
         return fail(comm, "timing the algorithms", res);
     if (link == TUNE_LINK_SHM) {
@@ -344,7 +355,7 @@ int main(int argc, char **argv)
         setenv("CHORUS_TRANSPORT", "tcp", 1);
         if ((res = chorus_comm_init_rank(&tcp_comm, nranks, id, rank)) != CHORUS_SUCCESS)
             return fail(NULL, "the TCP communicator", res);
-        if ((res = measure(tcp_comm, &ps, &tcp, &tcp_link)) != CHORUS_SUCCESS)
+        if ((res = measure(tcp_comm, &ps, &tcp, &tcp_link, &tcp_share)) != CHORUS_SUCCESS)
             return fail(tcp_comm, "measuring TCP", res);
         if (rules && (res = derive_rules(tcp_comm, tcp_link, (double)max_bytes, tf)) != CHORUS_SUCCESS)
             return fail(tcp_comm, "timing the algorithms over TCP", res);
@@ -366,7 +377,7 @@ int main(int argc, char **argv)
         if (tcp_link < TUNE_LINK_COUNT) derived[tcp_link] = 1;
     }
     tune_file_t *merged = calloc(1, sizeof(*merged));
-    if (!merged || keep_rules(out, nranks, derived, merged) != 0) {
+    if (!merged || keep_from(out, nranks, derived, merged) != 0) {
         free(merged);
         free(tf);
         return 1;
@@ -379,7 +390,14 @@ int main(int argc, char **argv)
         return 1;
     }
     for (int r = 0; r < tf->nrules; r++) merged->rules[merged->nrules++] = tf->rules[r];
-    merged->params = tf->params;
+    /* This run's figures replace the set of its share; the others' stay. */
+    if (tune_file_put_set(merged, &tf->params, share) != 0) {
+        fprintf(stderr, "chorus-tune: %s holds figures for %d shares of the cores already, the most a file may hold; "
+                "write elsewhere with -o\n", out, TUNE_SETS_MAX);
+        free(merged);
+        free(tf);
+        return 1;
+    }
     char err[512];
     res = tune_file_write(out, merged, err, sizeof(err));
     free(merged);

@@ -22,8 +22,9 @@ const char *comm_model_predict(chorus_comm_t comm, int coll, size_t count, choru
                                int root, int in_place, int shared, double *seconds_p);
 
 /* chorus-tune: the thorough measurement (tune_measure), on every rank together; *tp_p holds the results on
- * rank 0, *link_p the link it measured (with the first rank on another host, else rank 1). */
-chorus_result_t comm_tune_measure(chorus_comm_t comm, tune_params_t *tp_p, tune_link_t *link_p);
+ * rank 0, *link_p the link it measured (with the first rank on another host, else rank 1), *share_p the
+ * share of the cores the figures were measured at (tune_share). */
+chorus_result_t comm_tune_measure(chorus_comm_t comm, tune_params_t *tp_p, tune_link_t *link_p, double *share_p);
 
 /* chorus-tune: what calls may choose from now on, in CHORUS_ALGO's syntax (NULL or "": anything), as if
  * the communicator had been made with it. On every rank alike, between calls, with nothing in flight. */

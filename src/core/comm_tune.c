@@ -53,7 +53,8 @@ chorus_result_t comm_tune_init(chorus_comm_t comm, int ranks_per_host, int partn
     tune_params_builtin(&ts->file.params);
     comm->last_error[0] = 0;
     if (comm->rank == 0 && comm->params.tuning_file[0])
-        (void)tune_file_read(comm->params.tuning_file, &ts->file, comm->last_error, COMM_ERROR_BYTES);
+        if (tune_file_read(comm->params.tuning_file, &ts->file, comm->last_error, COMM_ERROR_BYTES) == CHORUS_SUCCESS)
+            tune_file_use_share(&ts->file, tune_share(&ts->comm));
     ts->partner = partner;
     ts->inside_partner = inside_partner;
     comm_tune_prims(comm);
@@ -102,9 +103,10 @@ const char *comm_model_predict(chorus_comm_t comm, int coll, size_t count, choru
     return d ? d->name : NULL;
 }
 
-chorus_result_t comm_tune_measure(chorus_comm_t comm, tune_params_t *tp_p, tune_link_t *link_p)
+chorus_result_t comm_tune_measure(chorus_comm_t comm, tune_params_t *tp_p, tune_link_t *link_p, double *share_p)
 {
     *link_p = comm->tune.comm.net;
+    *share_p = tune_share(&comm->tune.comm);
     CHECK(comm_op_begin(comm));
     comm_tune_prims(comm);
     chorus_result_t res = tune_measure(&comm->prims, &comm->tune, 1);

@@ -242,9 +242,11 @@ static chorus_result_t tune_measure_arena(prims_t *p, tune_state_t *ts, const tu
                       "of batches of %d; %.1f us left to %.0f bytes of reads after %.0f steps and %.0f bytes copied",
                       w == 0 ? "direct" : "single-copy", each[r], t[r][w] * 1e6, e->algo_batch, rest * 1e6, c.bytes,
                       c.steps, c.copied);
-            /* Reading a peer's data is a copy: no faster than a local one (a disturbed subtraction could
-             * otherwise promise any rate). */
-            if (rest > 0) rate[r] = CHORUS_MIN(c.bytes / rest, tp->beta_copy[r]);
+            /* Reading a peer's data is a copy: no faster than a local one in cache (a disturbed subtraction
+             * could otherwise promise any rate). In memory too: there the direct AllGather reads the peers'
+             * slots, which stay in cache, into an output its copies stream to, which outruns a copy between
+             * two buffers in memory (docs/tuning.md, "Figures per share of the cores"). */
+            if (rest > 0) rate[r] = CHORUS_MIN(c.bytes / rest, tp->beta_copy[TUNE_CACHE]);
         }
     return CHORUS_SUCCESS;
 }
@@ -288,18 +290,19 @@ static void tune_scale_memory(double *figure, double was)
 }
 
 /* The quick measurement times the cache regime only (the memory regime needs buffers past the last-level
- * cache, whose first touch alone would take a quarter of a second on the reference machine). The memory
- * figures then keep their source's (the tuning file's, or the built-in reference machine's) ratio to
- * the cache figures: a machine whose copies run at 40 % of the reference machine's in cache is assumed
- * to run at 40 % of it in memory too. On an AMD EPYC virtual machine with copies at 22 GB/s in cache
- * against the reference's 53, chorus-tune measured 6.1 GB/s in memory, and this rule gives 6.7; the
- * reference's own 16.1 had made every call of more than a few MiB come out 2-4x slower than predicted.
- * A tuning file's memory figures were measured on this machine, by 2 ranks with a core each: where the
- * communicator's ranks outnumber the cores they stay as they are, since the init's cache figures then
- * carry the sharing of the cores beyond the share s the model applies (4 ranks on 2 cores of a Xeon
- * virtual machine measured single-copy reads at 9.2 GB/s in cache where the file had 19.9), which calls
- * bound by the memory do not pay in full: scaled, the 4-rank direct algorithms from 16 MiB measured 0.61
- * to 0.75 of their predictions, kept 0.79 to 0.90 (docs/tuning.md, "Single-copy profile"). */
+ * cache, whose first touch alone would take a quarter of a second on the reference machine). Without a
+ * tuning file the memory figures then keep the built-in reference machine's ratio to the cache figures:
+ * a machine whose copies run at 40 % of the reference machine's in cache is assumed to run at 40 % of it
+ * in memory too. On an AMD EPYC virtual machine with copies at 22 GB/s in cache against the reference's
+ * 53, chorus-tune measured 6.1 GB/s in memory, and this rule gives 6.7; the reference's own 16.1 had
+ * made every call of more than a few MiB come out 2-4x slower than predicted.
+ * A tuning file's memory figures were measured on this machine, and stay as they are. Scaled by the
+ * init's cache figures, they took the init's noise with them: 4 ranks on 2 cores of a Xeon virtual
+ * machine measured single-copy reads at 9.2 GB/s in cache where the file had 19.9, and the 4-rank direct
+ * algorithms from 16 MiB measured 0.61 to 0.75 of their predictions, kept 0.79 to 0.90 (docs/tuning.md,
+ * "Single-copy profile"); with a file of the communicators' own shares (2, 4 and 8 ranks on 2 cores), 45
+ * of the 60 points of the grid from 1 MiB came within 25 % scaled and 48 kept, the 2-rank single-copy
+ * calls of 4 and 16 MiB furthest apart (docs/tuning.md, "Figures per share of the cores"). */
 static void tune_scale_memory_figures(tune_params_t *tp, const tune_params_t *was)
 {
     for (int l = 0; l < TUNE_LINK_COUNT; l++) {
@@ -345,7 +348,7 @@ chorus_result_t tune_measure(prims_t *p, tune_state_t *ts, int thorough)
     if (res == CHORUS_SUCCESS && ts->comm.caps.direct && thorough) res = tune_measure_arena_profile(p, ts, e, scratch);
     free(scratch);
     CHECK(res);
-    if (prims_rank(p) == 0 && !thorough && !(ts->file.from_file && ts->comm.caps.oversubscribed)) /* see above */
+    if (prims_rank(p) == 0 && !thorough && !ts->file.from_file) /* see above */
         tune_scale_memory_figures(tp, &was);
     if (prims_rank(p) == 0) {
         char was[sizeof(tp->source)];
@@ -354,7 +357,7 @@ chorus_result_t tune_measure(prims_t *p, tune_state_t *ts, int thorough)
         if (ts->inside_partner > 0)
             snprintf(inside, sizeof(inside), ", inside the host %s with rank %d", tune_link_name(ts->comm.inside),
                      ts->inside_partner);
-        snprintf(tp->source, sizeof(tp->source), "measured %s (link %s with rank %d%s; the rest: %.90s)",
+        snprintf(tp->source, sizeof(tp->source), "measured %s (link %s with rank %d%s; the rest: %.150s)",
                  thorough ? "by chorus-tune" : "at init", tune_link_name(ts->comm.net), ts->partner, inside, was);
     }
     return CHORUS_SUCCESS;

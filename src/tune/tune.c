@@ -421,6 +421,59 @@ static void tune_file_fill_rates(tune_params_t *tp)
     }
 }
 
+int tune_file_put_set(tune_file_t *tf, const tune_params_t *tp, double s)
+{
+    int i = 0;
+    while (i < tf->nsets && tf->set_share[i] < s) i++;
+    if (i < tf->nsets && tf->set_share[i] == s) {
+        tf->set[i] = *tp;
+        return 0;
+    }
+    if (tf->nsets == TUNE_SETS_MAX) return -1;
+    memmove(&tf->set[i + 1], &tf->set[i], (size_t)(tf->nsets - i) * sizeof(tf->set[0]));
+    memmove(&tf->set_share[i + 1], &tf->set_share[i], (size_t)(tf->nsets - i) * sizeof(tf->set_share[0]));
+    tf->set[i] = *tp;
+    tf->set_share[i] = s;
+    tf->nsets++;
+    return 0;
+}
+
+void tune_file_use_share(tune_file_t *tf, double s)
+{
+    int best = -1;
+    for (int i = 0; i < tf->nsets; i++)
+        if (best < 0 || fabs(log(tf->set_share[i] / s)) < fabs(log(tf->set_share[best] / s))) best = i;
+    if (best >= 0) tf->params = tf->set[best];
+}
+
+/* The lines that give a figure (they go to the set of the share line before them). */
+static int tune_is_figure(const char *word)
+{
+    static const char *const figures[] = {"alpha", "beta", "oneway", "gamma", "cache", "profile"};
+    for (size_t i = 0; i < CHORUS_ARRAY_SIZE(figures); i++)
+        if (strcmp(word, figures[i]) == 0) return 1;
+    return 0;
+}
+
+/* The set read so far, as the one of share s: its unset rates filled (tune_file_fill_rates) and its
+ * source named. */
+static int tune_file_end_set(tune_file_t *tf, const char *path, double s, char *why, size_t whylen)
+{
+    for (int i = 0; i < tf->nsets; i++)
+        if (tf->set_share[i] == s) {
+            snprintf(why, whylen, "a second set of figures for share %g (one share line per share)", s);
+            return -1;
+        }
+    tune_file_fill_rates(&tf->params);
+    snprintf(tf->params.source, sizeof(tf->params.source), "tuning file %.60s, measured on %.40s at %g rank%s per core",
+             path, tf->machine[0] ? tf->machine : "an unnamed machine", s, s == 1 ? "" : "s");
+    if (tune_file_put_set(tf, &tf->params, s) != 0) {
+        snprintf(why, whylen, "more than %d shares", TUNE_SETS_MAX);
+        return -1;
+    }
+    return 0;
+}
+
 chorus_result_t tune_file_read(const char *path, tune_file_t *tf, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "r");
@@ -429,32 +482,67 @@ chorus_result_t tune_file_read(const char *path, tune_file_t *tf, char *err, siz
         return CHORUS_ERR_INVALID_ARGUMENT;
     }
     char line[512], why[384];
-    int lineno = 0, version = 0;
+    int lineno = 0, version = 0, figures = 0, shared = 0; /* figures: lines read into the current set;
+                                                            * shared: it began with a share line */
+    double share = 1;                                      /* the current set's (before any share line: 1) */
     chorus_result_t res = CHORUS_SUCCESS;
-    /* Unset until a line gives them: see tune_file_fill_rates. */
-    memset(tf->params.beta_oneway, 0, sizeof(tf->params.beta_oneway));
-    memset(tf->params.beta_cma, 0, sizeof(tf->params.beta_cma));
+    /* Each set starts from the defaults, with these unset until a line gives them: see tune_file_fill_rates. */
+    const tune_params_t given = tf->params;
+    tune_params_t defaults = given;
+    memset(defaults.beta_oneway, 0, sizeof(defaults.beta_oneway));
+    memset(defaults.beta_cma, 0, sizeof(defaults.beta_cma));
+    tf->params = defaults;
+    tf->nsets = 0;
     while (res == CHORUS_SUCCESS && fgets(line, sizeof(line), f)) {
         lineno++;
         char *w[16], *save, *tok;
-        int nw = 0;
+        int nw = 0, bad = 0;
         for (tok = strtok_r(line, " \t\r\n", &save); tok && nw < 16; tok = strtok_r(NULL, " \t\r\n", &save)) w[nw++] = tok;
         if (nw == 0 || w[0][0] == '#') continue;
-        if (tune_parse_line(tf, w, nw, &version, why, sizeof(why)) != 0) {
+        if (version && strcmp(w[0], "share") == 0) {
+            double v;
+            if (nw != 2 || tune_parse_value(w[1], &v) != 0 || !(v >= 1) || !isfinite(v)) {
+                snprintf(why, sizeof(why), "\"share S\": S is the ranks per core of the communicator that measured "
+                         "the figures after it, 1 or more");
+                bad = 1;
+            } else if (figures == 0 && shared) {
+                snprintf(why, sizeof(why), "no figures for share %g before this share line", share);
+                bad = 1;
+            } else if (figures > 0 && tune_file_end_set(tf, path, share, why, sizeof(why)) != 0) {
+                bad = 1;
+            } else {
+                tf->params = defaults;
+                share = v;
+                figures = 0;
+                shared = 1;
+            }
+        } else if (tune_parse_line(tf, w, nw, &version, why, sizeof(why)) != 0) {
+            bad = 1;
+        } else {
+            figures += tune_is_figure(w[0]);
+        }
+        if (bad) {
             snprintf(err, errlen, "CHORUS_TUNING_FILE=%s line %d: %s", path, lineno, why);
             res = CHORUS_ERR_INVALID_ARGUMENT;
         }
     }
     fclose(f);
-    tune_file_fill_rates(&tf->params);
     if (res == CHORUS_SUCCESS && !version) {
         snprintf(err, errlen, "CHORUS_TUNING_FILE=%s: empty, or not a tuning file (no \"chorus-tuning 1\")", path);
         res = CHORUS_ERR_INVALID_ARGUMENT;
     }
-    tf->from_file = res == CHORUS_SUCCESS;
-    if (res == CHORUS_SUCCESS)
-        snprintf(tf->params.source, sizeof(tf->params.source), "tuning file %.60s, measured on %.40s", path,
-                 tf->machine[0] ? tf->machine : "an unnamed machine");
+    if (res == CHORUS_SUCCESS && figures == 0 && shared) {
+        snprintf(err, errlen, "CHORUS_TUNING_FILE=%s: no figures for share %g after its share line", path, share);
+        res = CHORUS_ERR_INVALID_ARGUMENT;
+    }
+    if (res == CHORUS_SUCCESS && figures > 0 && tune_file_end_set(tf, path, share, why, sizeof(why)) != 0) {
+        snprintf(err, errlen, "CHORUS_TUNING_FILE=%s: %s", path, why);
+        res = CHORUS_ERR_INVALID_ARGUMENT;
+    }
+    /* A file of rules only keeps the figures given. */
+    tf->from_file = res == CHORUS_SUCCESS && tf->nsets > 0;
+    tf->params = given;
+    tune_file_use_share(tf, 1);
     return res;
 }
 
@@ -499,21 +587,9 @@ static void tune_rule_format(const tune_rule_t *rule, char *buf, size_t len)
 #undef TUNE_APPEND
 }
 
-chorus_result_t tune_file_write(const char *path, const tune_file_t *tf, char *err, size_t errlen)
+/* One set's figure lines. */
+static void tune_write_params(FILE *f, const tune_params_t *tp)
 {
-    const tune_params_t *tp = &tf->params;
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
-        return CHORUS_ERR_INVALID_ARGUMENT;
-    }
-    char machine[256], date[64];
-    tune_machine(machine, sizeof(machine), NULL);
-    time_t now = time(NULL);
-    struct tm tm;
-    strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
-    fprintf(f, "chorus-tuning 1\n# written by chorus-tune; read through CHORUS_TUNING_FILE (docs/tuning.md)\n");
-    fprintf(f, "machine %s\ndate %s\n", machine, date);
     for (int l = 0; l < TUNE_LINK_COUNT; l++) fprintf(f, "alpha %s %.4gus\n", link_names[l], tp->alpha[l] * 1e6);
     for (int r = 0; r < TUNE_REGIMES; r++) {
         for (int l = 0; l < TUNE_LINK_COUNT; l++)
@@ -534,6 +610,28 @@ chorus_result_t tune_file_write(const char *path, const tune_file_t *tf, char *e
         fprintf(f, "# the single-copy reads' profile: a single-copy AllGather's rates at the same working sets\n");
     for (int k = 0; k < tp->ncma_profile; k++)
         fprintf(f, "profile cma %.0f %.4gGB/s\n", tp->cma_profile_bytes[k], tp->cma_profile_rate[k] / 1e9);
+}
+
+chorus_result_t tune_file_write(const char *path, const tune_file_t *tf, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        return CHORUS_ERR_INVALID_ARGUMENT;
+    }
+    char machine[256], date[64];
+    tune_machine(machine, sizeof(machine), NULL);
+    time_t now = time(NULL);
+    struct tm tm;
+    strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
+    fprintf(f, "chorus-tuning 1\n# written by chorus-tune; read through CHORUS_TUNING_FILE (docs/tuning.md)\n");
+    fprintf(f, "machine %s\ndate %s\n", machine, date);
+    if (tf->nsets == 0) tune_write_params(f, &tf->params);
+    for (int i = 0; i < tf->nsets; i++) {
+        fprintf(f, "# measured by a communicator of %g rank%s per core\nshare %g\n", tf->set_share[i],
+                tf->set_share[i] == 1 ? "" : "s", tf->set_share[i]);
+        tune_write_params(f, &tf->set[i]);
+    }
     fprintf(f, "# rules, tried in order before the built-in ones and the model: rule COLLECTIVE ALGORITHM [ranks>=P] "
                "[ranks<=P] [ranks=P] [link=shm|tcp] [place=in|out] [bytes>=N] [bytes<=N]\n");
     for (int r = 0; r < tf->nrules; r++) {

@@ -134,8 +134,11 @@ const algo_desc_t *tune_model_choice(const tune_params_t *tp, const tune_comm_t 
  *     profile cma <bytes> <bytes per second>   (the single-copy reads' profile, likewise)
  *     rule <collective> <algorithm> [ranks>=P] [ranks<=P] [ranks=P] [bytes>=N] [bytes<=N] [link=shm|tcp]
  *          [place=in|out]
+ *     share <ranks per core>                   (the figures after it, to the next share line, were measured
+ *                                               by a communicator with that many ranks per core)
  * Blank lines and lines starting with # are ignored. Rules apply in file order, before the built-in
- * rules and the model.
+ * rules and the model, whatever share line they follow. Figures before any share line are a set of share
+ * 1 (files written before share lines existed: chorus-tune on one rank per core).
  */
 #define TUNE_MAX_RULES 256
 typedef enum { TUNE_PLACE_ANY, TUNE_PLACE_IN, TUNE_PLACE_OUT } tune_place_t;
@@ -148,9 +151,17 @@ typedef struct tune_rule {
     tune_place_t place;
 } tune_rule_t;
 
+/* Sets of figures one file can hold: chorus-tune run with 2, 4 and 8 ranks on the same cores writes one set
+ * per share of the cores (docs/tuning.md, "Figures per share of the cores"). */
+#define TUNE_SETS_MAX 8
+
 typedef struct tune_file {
-    tune_params_t params;
-    int from_file; /* params read from a tuning file (tune_file_read), not the built-in ones */
+    tune_params_t params; /* the figures in use: the built-in ones, or the set tune_file_use_share picked */
+    int from_file; /* params read from a tuning file (tune_file_read), not the built-in ones (or those given) */
+    /* The file's sets, in increasing share: set[i] measured at set_share[i] ranks per core. */
+    tune_params_t set[TUNE_SETS_MAX];
+    double set_share[TUNE_SETS_MAX];
+    int nsets;
     char machine[160];
     tune_rule_t rules[TUNE_MAX_RULES];
     int nrules;
@@ -159,7 +170,13 @@ typedef struct tune_file {
 /* Reads path over *tf (whose params should hold the defaults: a file may give only some). On error,
  * err names the line and what is wrong. */
 chorus_result_t tune_file_read(const char *path, tune_file_t *tf, char *err, size_t errlen);
-/* Writes tf's params and rules to path, stamped with this machine and the time. */
+/* Puts in tf->params the file's set measured at the share nearest to s (by ratio; the lower one where two
+ * are as near), and names it in their source. Nothing without sets. */
+void tune_file_use_share(tune_file_t *tf, double s);
+/* Puts tp in tf's sets as the one of share s, in place of the one it had. -1 where the file holds
+ * TUNE_SETS_MAX others already. */
+int tune_file_put_set(tune_file_t *tf, const tune_params_t *tp, double s);
+/* Writes tf's sets (or, with none, its params) and rules to path, stamped with this machine and the time. */
 chorus_result_t tune_file_write(const char *path, const tune_file_t *tf, char *err, size_t errlen);
 /* The first rule of tf that fits the call and whose algorithm is allowed and supported, or NULL. */
 const algo_desc_t *tune_rule_choice(const tune_file_t *tf, const tune_comm_t *tc, coll_kind_t coll, double n,

@@ -51,6 +51,40 @@ bad $'chorus-tuning 1\nalpha nvlink 5us' "line 2"
 bad $'chorus-tuning 1\noneway arena cache 5GB/s' "line 2"
 bad $'chorus-tuning 1\nrule allreduce warp' "no algorithm \"warp\""
 bad $'chorus-tuning 1\nrule allreduce ring bytes<=lots' "bytes<=lots"
+# Sets per share of the cores: the ranks take the set measured at the share nearest theirs (8 ranks on 2
+# cores: 4; on 8 cores: 1; on 3 cores, 2.67: 4 of 1 and 4; on 4 cores, 2, as near both: the lower), and
+# bad share lines are refused, named.
+cat > "$tmp/shares" <<'T'
+chorus-tuning 1
+share 1
+alpha shm 5us
+beta shm cache 450GB/s
+beta shm memory 450GB/s
+beta copy cache 1e30
+beta copy memory 1e30
+gamma cache 0
+gamma memory 0
+share 4
+alpha shm 10us
+beta shm cache 450GB/s
+beta shm memory 450GB/s
+beta copy cache 1e30
+beta copy memory 1e30
+gamma cache 0
+gamma memory 0
+rule allreduce ring bytes>=64K
+T
+for c in "8 2 28.8" "8 8 14.4" "8 3 28.8" "8 4 14.4"; do
+    set -- $c
+    mbs=$("$model" allreduce -p 8 --ranks-per-host "$1" --cores "$2" --tuning-file "$tmp/shares" |
+        sed -n 's/.*ring \/ dbt at \([0-9.]*\) MB.*/\1/p')
+    check "8 ranks on $2 cores take the set of their share (crossover ${mbs:-none}, the set's alpha gives $3)" \
+        "$([ "$mbs" = "$3" ] && echo 0 || echo 1)"
+done
+bad $'chorus-tuning 1\nshare 0.5\nalpha shm 5us' "1 or more"
+bad $'chorus-tuning 1\nshare 2\nalpha shm 5us\nshare 2\nalpha shm 6us' "a second set of figures for share 2"
+bad $'chorus-tuning 1\nshare 2\nshare 4\nalpha shm 5us' "no figures for share 2"
+bad $'chorus-tuning 1\nalpha shm 5us\nshare 4' "no figures for share 4 after its share line"
 # A connection's one-way rate prices what a rank only sends: the 2-rank chain broadcast (the head only
 # sends, the tail only receives) takes half the time at twice the rate; the ring allgather (exchanges)
 # does not move.
