@@ -290,19 +290,20 @@ static void tune_scale_memory(double *figure, double was)
 }
 
 /* The quick measurement times the cache regime only (the memory regime needs buffers past the last-level
- * cache, whose first touch alone would take a quarter of a second on the reference machine). Without a
- * tuning file the memory figures then keep the built-in reference machine's ratio to the cache figures:
- * a machine whose copies run at 40 % of the reference machine's in cache is assumed to run at 40 % of it
- * in memory too. On an AMD EPYC virtual machine with copies at 22 GB/s in cache against the reference's
- * 53, chorus-tune measured 6.1 GB/s in memory, and this rule gives 6.7; the reference's own 16.1 had
- * made every call of more than a few MiB come out 2-4x slower than predicted.
- * A tuning file's memory figures were measured on this machine, and stay as they are. Scaled by the
- * init's cache figures, they took the init's noise with them: 4 ranks on 2 cores of a Xeon virtual
- * machine measured single-copy reads at 9.2 GB/s in cache where the file had 19.9, and the 4-rank direct
- * algorithms from 16 MiB measured 0.61 to 0.75 of their predictions, kept 0.79 to 0.90 (docs/tuning.md,
- * "Single-copy profile"); with a file of the communicators' own shares (2, 4 and 8 ranks on 2 cores), 45
- * of the 60 points of the grid from 1 MiB came within 25 % scaled and 48 kept, the 2-rank single-copy
- * calls of 4 and 16 MiB furthest apart (docs/tuning.md, "Figures per share of the cores"). */
+ * cache, whose first touch alone would take a quarter of a second on the reference machine). The memory
+ * figures then keep their source's (the tuning file's, or the built-in reference machine's) ratio to
+ * the cache figures: a machine whose copies run at 40 % of the reference machine's in cache is assumed
+ * to run at 40 % of it in memory too. On an AMD EPYC virtual machine with copies at 22 GB/s in cache
+ * against the reference's 53, chorus-tune measured 6.1 GB/s in memory, and this rule gives 6.7; the
+ * reference's own 16.1 had made every call of more than a few MiB come out 2-4x slower than predicted.
+ * A tuning file's memory figures were measured on this machine: where the communicator's ranks outnumber
+ * the cores they stay as they are, since the init's cache figures then carry the sharing of the cores
+ * beyond the share s the model applies (4 ranks on 2 cores of a Xeon virtual machine measured single-copy
+ * reads at 9.2 GB/s in cache where a file of 2 ranks had 19.9), which calls bound by the memory do not pay
+ * in full: scaled, the 4-rank direct algorithms from 16 MiB measured 0.61 to 0.75 of their predictions,
+ * kept 0.79 to 0.90 (docs/tuning.md, "Single-copy profile"). Keeping them on 2 ranks too, with a file of
+ * each communicator's own share (tune_file_use_share), made no difference beyond the runs' noise
+ * (docs/tuning.md, "Figures per share of the cores"). */
 static void tune_scale_memory_figures(tune_params_t *tp, const tune_params_t *was)
 {
     for (int l = 0; l < TUNE_LINK_COUNT; l++) {
@@ -348,7 +349,7 @@ chorus_result_t tune_measure(prims_t *p, tune_state_t *ts, int thorough)
     if (res == CHORUS_SUCCESS && ts->comm.caps.direct && thorough) res = tune_measure_arena_profile(p, ts, e, scratch);
     free(scratch);
     CHECK(res);
-    if (prims_rank(p) == 0 && !thorough && !ts->file.from_file) /* see above */
+    if (prims_rank(p) == 0 && !thorough && !(ts->file.from_file && ts->comm.caps.oversubscribed)) /* see above */
         tune_scale_memory_figures(tp, &was);
     if (prims_rank(p) == 0) {
         char was[sizeof(tp->source)];
