@@ -80,6 +80,10 @@ typedef struct algo_cost {
      * peers' slots, and its passes over a slot-sized chunk, of its own next slot (two-shot) or of the output,
      * which goes to memory once (one-shot; measured: see docs/tuning.md). */
     double slot_bytes, slot_reduced;
+    /* Of bytes (single copy): the part read out of a peer's buffer into this rank's output, at the rate of
+     * such reads (the single-copy AllToAll's, tune_params_t.beta_cma_read), not of the single-copy
+     * AllGather's writes from the cache. */
+    double read;
     /* Of copied: the part copy_out streams past the cache (algo_streamed), at its own rate. */
     double streamed;
     /* Bytes another rank copies beside this path, on a core of its own, while this path runs (a

@@ -4,7 +4,9 @@
  * right neighbour; then it says so, and returns once every peer has read from it too. In place, the send
  * buffer is first copied to scratch, which the peers read instead, since the output overwrites it.
  *
- * Steps: 2 synchronisations. Bytes per rank: (p-1)/p n read from the peers, one copy each (+ n in place).
+ * Steps: 2 synchronisations. Bytes per rank: (p-1)/p n read from the peers, one copy each, out of their
+ * buffers into this rank's output (priced at the rate of such reads, not of single-copy writes from the
+ * cache), (+ n in place).
  * Restrictions: direct access and single-copy reads.
  */
 #include "algo/direct.h"
@@ -48,6 +50,6 @@ algo_cost_t alltoall_cma_cost(const algo_shape_t *s)
     int p = s->p;
     double n = s->n;
     /* The own block's copy streams from COPY_STREAM_MIN (copy_out). */
-    return (algo_cost_t){.link = ALGO_LINK_CMA, .steps = 2, .bytes = (p - 1.0) / p * n, .copied = n / p,
-                         .streamed = algo_streamed(n / p)};
+    return (algo_cost_t){.link = ALGO_LINK_CMA, .steps = 2, .bytes = (p - 1.0) / p * n, .read = (p - 1.0) / p * n,
+                         .copied = n / p, .streamed = algo_streamed(n / p)};
 }

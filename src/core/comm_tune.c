@@ -63,15 +63,16 @@ chorus_result_t comm_tune_init(chorus_comm_t comm, int ranks_per_host, int partn
     const tune_params_t *tp = &ts->file.params;
     LOG_INFO(LOG_SUB_TUNING,
              "cost model, %s: alpha shm %.2fus, tcp %.2fus, arena %.2fus; beta (cache/memory) shm %.2f/%.2f GB/s "
-             "(one way %.2f/%.2f), tcp %.2f/%.2f GB/s (one way %.2f/%.2f), arena %.2f/%.2f GB/s, cma %.2f/%.2f GB/s, "
-             "copy %.2f/%.2f GB/s (streamed %.2f); gamma %.3f/%.3f ns/B; cache %.0f MiB%s; "
+             "(one way %.2f/%.2f), tcp %.2f/%.2f GB/s (one way %.2f/%.2f), arena %.2f/%.2f GB/s, cma %.2f/%.2f GB/s "
+             "(reads %.2f/%.2f), copy %.2f/%.2f GB/s (streamed %.2f); gamma %.3f/%.3f ns/B; cache %.0f MiB%s; "
              "%d ranks on the busiest host, %d cores; single-copy reads %s; %d tuning-file rules; selection: %s",
              tp->source, tp->alpha[TUNE_LINK_SHM] * 1e6, tp->alpha[TUNE_LINK_TCP] * 1e6,
              tp->alpha[TUNE_LINK_ARENA] * 1e6, tp->beta[TUNE_LINK_SHM][0] / 1e9, tp->beta[TUNE_LINK_SHM][1] / 1e9,
              tp->beta_oneway[TUNE_LINK_SHM][0] / 1e9, tp->beta_oneway[TUNE_LINK_SHM][1] / 1e9,
              tp->beta[TUNE_LINK_TCP][0] / 1e9, tp->beta[TUNE_LINK_TCP][1] / 1e9, tp->beta_oneway[TUNE_LINK_TCP][0] / 1e9,
              tp->beta_oneway[TUNE_LINK_TCP][1] / 1e9, tp->beta[TUNE_LINK_ARENA][0] / 1e9,
-             tp->beta[TUNE_LINK_ARENA][1] / 1e9, tp->beta_cma[0] / 1e9, tp->beta_cma[1] / 1e9, tp->beta_copy[0] / 1e9,
+             tp->beta[TUNE_LINK_ARENA][1] / 1e9, tp->beta_cma[0] / 1e9, tp->beta_cma[1] / 1e9,
+             tp->beta_cma_read[0] / 1e9, tp->beta_cma_read[1] / 1e9, tp->beta_copy[0] / 1e9,
              tp->beta_copy[1] / 1e9, tune_stream_rate(tp) / 1e9,
              tp->gamma[0] * 1e9, tp->gamma[1] * 1e9, tp->cache_bytes / 1048576,
              tp->nprofile >= 2 ? tp->ncma_profile >= 2 ? " (memory share from the tuning file's profiles)"

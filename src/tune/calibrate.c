@@ -6,8 +6,9 @@
  *      exchange larger messages (beta) and send them one way (beta_oneway) over their connection (shm on
  *      one host, tcp across hosts);
  *   3. with the host arena, every rank runs batches of barriers through it, timed at rank 0 (its alpha),
- *      then direct and single-copy allgathers (the arena's beta, beta_cma), taken at the share of a core
- *      the ranks had (tune_busiest_cpu); chorus-tune then times both
+ *      then direct and single-copy allgathers (the arena's beta, beta_cma) and single-copy alltoalls (the
+ *      reads out of a peer's buffer, beta_cma_read), taken at the share of a core the ranks had
+ *      (tune_busiest_cpu); chorus-tune then times the allgathers
  *      from 256 KiB to 128 MiB: the direct one's profile replaces the copy's, the single-copy one's is
  *      the single-copy reads' own.
  * Each figure is the best of its repetitions: the least disturbed run is the closest to what the hardware
@@ -134,12 +135,12 @@ static chorus_result_t tune_time_algos(prims_t *p, const algo_run_fn *runs, int 
     chorus_result_t res = CHORUS_SUCCESS;
     for (int w = 0; w < nways; w++) {
         best[w] = INFINITY;
-        if (res == CHORUS_SUCCESS) res = runs[w](p, a);
+        if (res == CHORUS_SUCCESS) res = runs[w](p, &a[w]);
     }
     for (int b = 0; b < batches && res == CHORUS_SUCCESS; b++)
         for (int w = 0; w < nways && res == CHORUS_SUCCESS; w++) {
             int64_t t0 = time_now_ns();
-            for (int i = 0; i < calls && res == CHORUS_SUCCESS; i++) res = runs[w](p, a);
+            for (int i = 0; i < calls && res == CHORUS_SUCCESS; i++) res = runs[w](p, &a[w]);
             if (res == CHORUS_SUCCESS) res = barrier_direct(p, &barrier);
             double t = (double)(time_now_ns() - t0) * 1e-9 / calls;
             if (t < best[w]) best[w] = t;
@@ -148,19 +149,25 @@ static chorus_result_t tune_time_algos(prims_t *p, const algo_run_fn *runs, int 
 }
 
 /* The arena's AllGathers: direct (through the slots) and single copy (out of the peers' memory). */
-static const algo_run_fn tune_allgathers[] = {allgather_direct, allgather_cma};
+/* The arena's AllGathers (direct, through the slots, and single copy, out of the peers' memory), then the
+ * single-copy AllToAll, whose reads copy out of a peer's buffer into the output (beta_cma_read). */
+static const algo_run_fn tune_arena_calls[] = {allgather_direct, allgather_cma, alltoall_cma};
 
-/* Best mean times of `batches` batches of allgathers of each of `nways` algorithms (direct or single-copy)
- * of `each` bytes per rank, in scratch where they fit. */
-static chorus_result_t tune_time_allgathers(prims_t *p, const algo_run_fn *runs, int nways, size_t each,
-                                            int batches, int calls, char *scratch, double *best)
+/* Best mean times of `batches` batches of each of the first `nways` of tune_arena_calls, of `each` bytes
+ * per rank (the AllToAll: per block), in scratch where they fit. */
+static chorus_result_t tune_time_allgathers(prims_t *p, int nways, size_t each, int batches, int calls, char *scratch,
+                                            double *best)
 {
     int n = prims_nranks(p);
-    char *buf = ((size_t)n + 1) * each <= TUNE_SCRATCH_BYTES ? scratch : tune_alloc(((size_t)n + 1) * each);
+    size_t whole = (size_t)n * each;
+    char *buf = 2 * whole <= TUNE_SCRATCH_BYTES ? scratch : tune_alloc(2 * whole);
     if (!buf) return CHORUS_ERR_NO_MEMORY;
-    coll_args_t a = {.coll = COLL_ALLGATHER, .sendbuf = buf + (size_t)n * each, .recvbuf = buf, .count = each,
-                     .dtype = chorus_uint8};
-    chorus_result_t res = tune_time_algos(p, runs, nways, &a, batches, calls, best);
+    coll_args_t a[3] = {{.coll = COLL_ALLGATHER, .sendbuf = buf + whole, .recvbuf = buf, .count = each,
+                         .dtype = chorus_uint8}};
+    a[1] = a[0];
+    a[2] = (coll_args_t){.coll = COLL_ALLTOALL, .sendbuf = buf + whole, .recvbuf = buf, .count = each,
+                         .dtype = chorus_uint8};
+    chorus_result_t res = tune_time_algos(p, tune_arena_calls, nways, a, batches, calls, best);
     if (buf != scratch) free(buf);
     return res;
 }
@@ -206,16 +213,16 @@ static chorus_result_t tune_measure_arena(prims_t *p, tune_state_t *ts, const tu
         double mean = (double)(time_now_ns() - t0) * 1e-9 / TUNE_BATCH;
         if (mean < best) best = mean;
     }
-    int nways = ts->comm.caps.single_copy ? 2 : 1, regimes = e->memory_trips ? TUNE_REGIMES : 1;
+    int nways = ts->comm.caps.single_copy ? 3 : 1, regimes = e->memory_trips ? TUNE_REGIMES : 1;
     size_t each[TUNE_REGIMES];
-    double t[TUNE_REGIMES][2];
+    double t[TUNE_REGIMES][3];
     for (int r = 0; r < regimes; r++) {
         /* In all: TUNE_CACHE_BYTES in cache, TUNE_MEMORY_BYTES in memory (buffers past any last-level cache,
          * as the memory regime's copies have). */
         size_t all = r == TUNE_CACHE ? TUNE_CACHE_BYTES : TUNE_MEMORY_BYTES;
         each[r] = CHORUS_MAX(all / (size_t)n, (size_t)4096);
         int batches = CHORUS_MAX((r == TUNE_CACHE ? e->large_trips : e->memory_trips) / 2, 1);
-        CHECK(tune_time_allgathers(p, tune_allgathers, nways, each[r], batches, e->algo_batch, scratch, t[r]));
+        CHECK(tune_time_allgathers(p, nways, each[r], batches, e->algo_batch, scratch, t[r]));
     }
     CHECK(tune_busiest_cpu(p, &after));
     if (me != 0) return CHORUS_SUCCESS;
@@ -228,20 +235,20 @@ static chorus_result_t tune_measure_arena(prims_t *p, tune_state_t *ts, const tu
                  "measured (%.3g for the model); its figures are taken at that share", CHORUS_MIN(before, after), n,
                  tune_share(&ts->comm));
     if (best > 0 && isfinite(best)) tp->alpha[TUNE_LINK_ARENA] = best / share;
-    static const algo_cost_fn costs[] = {allgather_direct_cost, allgather_cma_cost};
+    static const algo_cost_fn costs[] = {allgather_direct_cost, allgather_cma_cost, alltoall_cma_cost};
+    static const char *const names[] = {"direct allgather", "single-copy allgather", "single-copy alltoall"};
     for (int r = 0; r < regimes; r++)
         for (int w = 0; w < nways; w++) {
-            double *rate = w == 0 ? tp->beta[TUNE_LINK_ARENA] : tp->beta_cma;
+            double *rate = w == 0 ? tp->beta[TUNE_LINK_ARENA] : w == 1 ? tp->beta_cma : tp->beta_cma_read;
             algo_shape_t shape = {.p = n, .n = (double)each[r] * n, .chunk = ts->comm.chunk, .slot = ts->comm.slot,
                                   .shared = ts->comm.caps.oversubscribed};
             algo_cost_t c = costs[w](&shape);
             double rest = t[r][w] / share - c.steps * tp->alpha[TUNE_LINK_ARENA] -
                           (c.copied - c.streamed) / tp->beta_copy[r] -
                           c.streamed * tune_stream_per_byte(tp, 1 / tp->beta_copy[r]);
-            LOG_DEBUG(LOG_SUB_TUNING, "calibration: %s allgather of %zu bytes per rank: best %.1f us per call "
+            LOG_DEBUG(LOG_SUB_TUNING, "calibration: %s of %zu bytes per rank (per block): best %.1f us per call "
                       "of batches of %d; %.1f us left to %.0f bytes of reads after %.0f steps and %.0f bytes copied",
-                      w == 0 ? "direct" : "single-copy", each[r], t[r][w] * 1e6, e->algo_batch, rest * 1e6, c.bytes,
-                      c.steps, c.copied);
+                      names[w], each[r], t[r][w] * 1e6, e->algo_batch, rest * 1e6, c.bytes, c.steps, c.copied);
             /* Reading a peer's data is a copy: no faster than a local one in cache (a disturbed subtraction
              * could otherwise promise any rate). In memory too: there the direct AllGather reads the peers'
              * slots, which stay in cache, into an output its copies stream to, which outruns a copy between
@@ -271,7 +278,7 @@ static chorus_result_t tune_measure_arena_profile(prims_t *p, tune_state_t *ts, 
     for (size_t all = 256u << 10; all <= (128u << 20) && k < TUNE_PROFILE_MAX; all *= 2, k++) {
         size_t each = CHORUS_MAX(all / (size_t)n, (size_t)4096);
         double t[2];
-        CHECK(tune_time_allgathers(p, tune_allgathers, nways, each, all < (16u << 20) ? 5 : 2, e->algo_batch, scratch, t));
+        CHECK(tune_time_allgathers(p, nways, each, all < (16u << 20) ? 5 : 2, e->algo_batch, scratch, t));
         tp->profile_bytes[k] = tp->cma_profile_bytes[k] = algo_buffer_bytes(COLL_ALLGATHER, (double)each * n, n) * s;
         tp->profile_rate[k] = (double)each * n / t[0];
         tp->cma_profile_rate[k] = nways > 1 ? (double)each * n / t[1] : 0;
@@ -311,6 +318,7 @@ static void tune_scale_memory_figures(tune_params_t *tp, const tune_params_t *wa
         tune_scale_memory(tp->beta_oneway[l], was->beta_oneway[l][TUNE_CACHE]);
     }
     tune_scale_memory(tp->beta_cma, was->beta_cma[TUNE_CACHE]);
+    tune_scale_memory(tp->beta_cma_read, was->beta_cma_read[TUNE_CACHE]);
     tune_scale_memory(tp->beta_copy, was->beta_copy[TUNE_CACHE]);
     tune_scale_memory(tp->gamma, was->gamma[TUNE_CACHE]);
     if (was->beta_copy[TUNE_CACHE] > 0) tp->beta_stream *= tp->beta_copy[TUNE_CACHE] / was->beta_copy[TUNE_CACHE];

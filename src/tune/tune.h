@@ -38,6 +38,10 @@ typedef struct tune_params {
     double beta[TUNE_LINK_COUNT][TUNE_REGIMES];  /* bytes per second through a rank's link (arena: read from peers) */
     double beta_oneway[TUNE_LINK_COUNT][TUNE_REGIMES]; /* a connection used one way (arena: unused) */
     double beta_cma[TUNE_REGIMES];               /* bytes per second copied between processes (process_vm_*v) */
+    /* Single-copy reads out of a peer's buffer into this rank's output (algo_cost_t.read: the AllToAll's),
+     * measured by single-copy AllToAlls; beta_cma by single-copy AllGathers, which write their blocks from
+     * the cache. Files without it: beta_cma's. */
+    double beta_cma_read[TUNE_REGIMES];
     double beta_copy[TUNE_REGIMES];              /* bytes per second of a local memory copy */
     double beta_stream; /* bytes per second of a streamed copy (copy_out) in memory; 0: beta_copy's in memory */
     double gamma[TUNE_REGIMES];                  /* seconds per byte reduced (float32 sum) */
@@ -125,7 +129,7 @@ const algo_desc_t *tune_model_choice(const tune_params_t *tp, const tune_comm_t 
  *     machine <host> cores <n> cpu <model...>
  *     date <ISO 8601>
  *     alpha shm|tcp|arena <seconds>
- *     beta shm|tcp|arena|copy|cma cache|memory <bytes per second>
+ *     beta shm|tcp|arena|copy|cma|cma-read cache|memory <bytes per second>
  *     beta stream memory <bytes per second>
  *     oneway shm|tcp cache|memory <bytes per second>
  *     gamma cache|memory <seconds per byte>

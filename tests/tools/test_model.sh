@@ -112,6 +112,24 @@ c0=$(at64m broadcast chain "$tmp/old")
 check "a file without oneway lines: one way at the exchange's rate (${c0:-?} us, ${c1:-?} with them)" \
     "$([ -n "$c0" ] && [ "$c0" = "$c1" ] && echo 0 || echo 1)"
 
+# The single-copy AllToAll's reads (out of a peer's buffer into the output) take their own rate, beta
+# cma-read: halving it doubles the time of its reads (64 MiB on 2 ranks: 32 MiB read, its own 32 MiB
+# copied for free here), and leaves the single-copy AllGather, whose copies are writes, where it was;
+# a file without cma-read lines prices the reads at beta cma's.
+printf '%s\n' "chorus-tuning 1" "alpha arena 0" "beta cma cache 10GB/s" "beta cma memory 10GB/s" \
+    "beta cma-read cache 10GB/s" "beta cma-read memory 10GB/s" "beta copy cache 1e30" "beta copy memory 1e30" \
+    "beta stream memory 1e30" > "$tmp/cmaread"
+sed 's/^beta cma-read \(.*\) 10GB/beta cma-read \1 5GB/' "$tmp/cmaread" > "$tmp/cmaread.half"
+grep -v '^beta cma-read' "$tmp/cmaread" > "$tmp/cmaread.old"
+cma64m() { # collective, file: the single-copy algorithm's predicted us at 64 MiB on 2 ranks
+    predicted cma "$1" -p 2 -b 64M -e 64M --arena --tuning-file "$2"
+}
+a1=$(cma64m alltoall "$tmp/cmaread") a2=$(cma64m alltoall "$tmp/cmaread.half") a0=$(cma64m alltoall "$tmp/cmaread.old")
+g1=$(cma64m allgather "$tmp/cmaread") g2=$(cma64m allgather "$tmp/cmaread.half")
+echo "  single-copy alltoall 64M: ${a1:-?} us, ${a2:-?} at half the read rate, ${a0:-?} without it; allgather ${g1:-?}, ${g2:-?}"
+check "the read rate prices the single-copy AllToAll's reads, not the AllGather's copies" "$(awk -v a="$a1" -v b="$a2" \
+    -v c="$a0" -v g="$g1" -v h="$g2" 'BEGIN { print (a > 0 && b / a > 1.99 && b / a < 2.01 && c == a && g == h) ? 0 : 1 }')"
+
 # A profile sets the memory share: flat from 2 to 64 MiB of working set (the ranks' buffers,
 # algo_buffer_bytes), a 2-rank ring AllReduce (2 n of buffers per rank) of 16 and of 32 MiB runs at the
 # cache rate (twice the time for twice the bytes); at 64 MiB, 128 MiB of buffers, the profile's memory

@@ -23,7 +23,7 @@ check "its single-copy profile (single copy $single_copy) has the profile's poin
     <(awk '$1 == "profile" && $2 == "cma" { print $3 }' "$tmp/tuned") > /dev/null
     r=$?; if [ $single_copy = on ]; then echo $r; else grep -c '^profile cma' "$tmp/tuned"; fi)"
 check "it wrote every parameter" "$(for k in 'alpha shm' 'alpha tcp' 'alpha arena' 'beta shm cache' 'beta tcp memory' \
-    'beta arena cache' 'beta cma memory' 'oneway shm cache' 'oneway tcp memory' 'beta copy memory' 'beta stream memory' 'gamma cache' \
+    'beta arena cache' 'beta cma memory' 'beta cma-read memory' 'oneway shm cache' 'oneway tcp memory' 'beta copy memory' 'beta stream memory' 'gamma cache' \
     'cache ' 'profile '; do grep -q "^$k" "$tmp/tuned" || echo missing; done | grep -c missing | sed 's/^0$/0/')"
 "$model" allreduce -p 4 --tuning-file "$tmp/tuned" > "$tmp/model" 2>&1
 check "chorus-model reads it" "$?"
