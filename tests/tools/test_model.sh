@@ -54,26 +54,9 @@ bad $'chorus-tuning 1\nrule allreduce ring bytes<=lots' "bytes<=lots"
 # Sets per share of the cores: the ranks take the set measured at the share nearest theirs (8 ranks on 2
 # cores: 4; on 8 cores: 1; on 3 cores, 2.67: 4 of 1 and 4; on 4 cores, 2, as near both: the lower), and
 # bad share lines are refused, named.
-cat > "$tmp/shares" <<'T'
-chorus-tuning 1
-share 1
-alpha shm 5us
-beta shm cache 450GB/s
-beta shm memory 450GB/s
-beta copy cache 1e30
-beta copy memory 1e30
-gamma cache 0
-gamma memory 0
-share 4
-alpha shm 10us
-beta shm cache 450GB/s
-beta shm memory 450GB/s
-beta copy cache 1e30
-beta copy memory 1e30
-gamma cache 0
-gamma memory 0
-rule allreduce ring bytes>=64K
-T
+figures() { grep -v '^chorus-tuning\|^machine\|^#\|^rule' "$tmp/good"; } # the figure lines of the file above
+{ echo "chorus-tuning 1"; echo "share 1"; figures; echo "share 4"; figures | sed 's/^alpha shm 5us/alpha shm 10us/'
+  echo "rule allreduce ring bytes>=64K"; } > "$tmp/shares"
 for c in "8 2 28.8" "8 8 14.4" "8 3 28.8" "8 4 14.4"; do
     set -- $c
     mbs=$("$model" allreduce -p 8 --ranks-per-host "$1" --cores "$2" --tuning-file "$tmp/shares" |

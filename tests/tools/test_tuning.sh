@@ -59,10 +59,14 @@ check "and not above it" "$(awk '!/^#/ && $1 == 262144 && $(NF-2) != "star" { ok
 # file's where a loaded machine disturbs their subtraction of the latency).
 sed -e 's/^beta copy cache .*/beta copy cache 1000GB\/s/' -e 's/^beta copy memory .*/beta copy memory 1.234GB\/s/' \
     "$tmp/tuned" > "$tmp/memory"
+model_line() { # cpus for taskset, tuning file, then more VAR=value: the init's "cost model" line
+    local cpus=$1 file=$2
+    shift 2
+    env CHORUS_TUNING_FILE="$file" CHORUS_LOG_LEVEL=INFO CHORUS_LOG_SUBSYS=TUNING "$@" timeout 60 taskset -c "$cpus" \
+        "$run" -n 2 "$perf" allreduce -b 8 -e 8 -n 1 -w 0 2>&1 | grep -m1 'cost model'
+}
 copy_memory() { # cpus for taskset: the local copy's memory rate in use, as the init logs it
-    CHORUS_TUNING_FILE=$tmp/memory CHORUS_LOG_LEVEL=INFO CHORUS_LOG_SUBSYS=TUNING timeout 60 taskset -c "$1" \
-        "$run" -n 2 "$perf" allreduce -b 8 -e 8 -n 1 -w 0 2>&1 | grep -m1 'cost model' |
-        sed -n 's/.* copy [0-9.]*\/\([0-9.]*\) GB\/s.*/\1/p'
+    model_line "$1" "$tmp/memory" | sed -n 's/.* copy [0-9.]*\/\([0-9.]*\) GB\/s.*/\1/p'
 }
 one=$(copy_memory 0)
 check "2 ranks on one core keep the file's memory rate of the copy (1.23 GB/s, got ${one:-none})" \
@@ -89,9 +93,7 @@ check "the set of share 1 is the file's before" \
 awk '$1 == "share" { s = $2 } $1 == "alpha" && $2 == "tcp" { $3 = (s == 2 ? "77us" : "33us") } { print }' \
     "$tmp/shares" > "$tmp/marked"
 alpha_tcp() { # cpus for taskset: the TCP alpha in use, as the init logs it
-    CHORUS_TUNING_FILE=$tmp/marked CHORUS_TUNE_CALIBRATE=0 CHORUS_LOG_LEVEL=INFO CHORUS_LOG_SUBSYS=TUNING timeout 60 \
-        taskset -c "$1" "$run" -n 2 "$perf" allreduce -b 8 -e 8 -n 1 -w 0 2>&1 | grep -m1 'cost model' |
-        sed -n 's/.* tcp \([0-9.]*\)us,.*/\1/p'
+    model_line "$1" "$tmp/marked" CHORUS_TUNE_CALIBRATE=0 | sed -n 's/.* tcp \([0-9.]*\)us,.*/\1/p'
 }
 got=$(alpha_tcp 0)
 check "2 ranks on one core take the set of share 2 (alpha tcp 77.00us, got ${got:-none})" \
