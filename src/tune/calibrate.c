@@ -155,8 +155,8 @@ static const algo_run_fn tune_arena_calls[] = {allgather_direct, allgather_cma, 
 
 /* Best mean times of `batches` batches of each of the first `nways` of tune_arena_calls, of `each` bytes
  * per rank (the AllToAll: per block), in scratch where they fit. */
-static chorus_result_t tune_time_allgathers(prims_t *p, int nways, size_t each, int batches, int calls, char *scratch,
-                                            double *best)
+static chorus_result_t tune_time_arena(prims_t *p, int nways, size_t each, int batches, int calls, char *scratch,
+                                       double *best)
 {
     int n = prims_nranks(p);
     size_t whole = (size_t)n * each;
@@ -222,7 +222,7 @@ static chorus_result_t tune_measure_arena(prims_t *p, tune_state_t *ts, const tu
         size_t all = r == TUNE_CACHE ? TUNE_CACHE_BYTES : TUNE_MEMORY_BYTES;
         each[r] = CHORUS_MAX(all / (size_t)n, (size_t)4096);
         int batches = CHORUS_MAX((r == TUNE_CACHE ? e->large_trips : e->memory_trips) / 2, 1);
-        CHECK(tune_time_allgathers(p, nways, each[r], batches, e->algo_batch, scratch, t[r]));
+        CHECK(tune_time_arena(p, nways, each[r], batches, e->algo_batch, scratch, t[r]));
     }
     CHECK(tune_busiest_cpu(p, &after));
     if (me != 0) return CHORUS_SUCCESS;
@@ -278,7 +278,7 @@ static chorus_result_t tune_measure_arena_profile(prims_t *p, tune_state_t *ts, 
     for (size_t all = 256u << 10; all <= (128u << 20) && k < TUNE_PROFILE_MAX; all *= 2, k++) {
         size_t each = CHORUS_MAX(all / (size_t)n, (size_t)4096);
         double t[2];
-        CHECK(tune_time_allgathers(p, nways, each, all < (16u << 20) ? 5 : 2, e->algo_batch, scratch, t));
+        CHECK(tune_time_arena(p, nways, each, all < (16u << 20) ? 5 : 2, e->algo_batch, scratch, t));
         tp->profile_bytes[k] = tp->cma_profile_bytes[k] = algo_buffer_bytes(COLL_ALLGATHER, (double)each * n, n) * s;
         tp->profile_rate[k] = (double)each * n / t[0];
         tp->cma_profile_rate[k] = nways > 1 ? (double)each * n / t[1] : 0;
