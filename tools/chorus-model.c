@@ -221,8 +221,11 @@ int main(int argc, char **argv)
     else
         printf(", copy %.4g GB/s (memory %.4g), cache %.0f MiB", tp.beta_copy[TUNE_CACHE] / 1e9,
                tp.beta_copy[TUNE_MEMORY] / 1e9, tp.cache_bytes / 1048576);
-    if (tp.nprofile >= 2) printf(" (memory share from a profile of %d points)", tp.nprofile);
-    if (tp.ncma_profile >= 2) printf(" (single-copy reads' from one of %d)", tp.ncma_profile);
+    static const char *const profile_names[TUNE_PROFILES] = {"the arena's", "single-copy reads'", "local copies'"};
+    for (int k = 0, shown = 0; k < TUNE_PROFILES; k++)
+        if (tp.profile[k].n >= 2)
+            printf("%s %s (%d points)", shown++ ? "," : "; memory shares by profiles:", profile_names[k],
+                   tp.profile[k].n);
     printf("; parameters %s\n", tp.source);
     printf("# %12s", "bytes");
     for (int a = 0; a < nalgos; a++) printf(" %12s", algos[a]->name);

@@ -258,15 +258,15 @@ static chorus_result_t tune_measure_arena(prims_t *p, tune_state_t *ts, const tu
     return CHORUS_SUCCESS;
 }
 
-/* The profile from direct AllGathers of 256 KiB to 128 MiB in all (doubling), on every rank together: a
- * collective's working set as the model counts it (its buffers, algo_buffer_bytes, for each rank the core
- * runs: tune_memory_share) against its rate, n over the time. It replaces the local copy's profile: the
- * caches and the memory are shared by the cores, and a collective's ranks use them at once. On a Sapphire
+/* The arena's profile from direct AllGathers of 256 KiB to 128 MiB in all (doubling), on every rank together:
+ * a collective's working set as the model counts it (its buffers, algo_buffer_bytes, for each rank the core
+ * runs: tune_memory_share) against its rate, n over the time. It prices what the local copy's profile does
+ * not: the caches and the memory are shared by the cores, and a collective's ranks use them at once. On a Sapphire
  * Rapids virtual machine (2 MiB of L2 per core) a copy by one core ran at 14.5 GB/s at working sets of 4 to
  * 32 MiB, 40 % of its rate at 2 MiB, where a 2-rank AllGather kept 79 % of its own; priced by the copy's
  * profile every algorithm of 2 ranks at 4 MiB took 0.6 to 0.85 of its prediction, by the AllGather's 0.85 to
  * 1.1 (but for bruck, 1.5). Where ranks can read each other's memory, the single-copy AllGathers of the same
- * sizes give the single-copy reads' profile (tune_cma_memory_share): on a Xeon virtual machine (2 MiB of L2
+ * sizes give the single-copy reads' profile (TUNE_PROFILE_CMA): on a Xeon virtual machine (2 MiB of L2
  * per core) the direct AllGather's rate fell by a third from 1 to 4 MiB and then stayed, the single-copy
  * one's by half from 1 to 4 MiB and again by a third from 16 to 64 MiB (docs/tuning.md). */
 static chorus_result_t tune_measure_arena_profile(prims_t *p, tune_state_t *ts, const tune_effort_t *e, char *scratch)
@@ -279,12 +279,14 @@ static chorus_result_t tune_measure_arena_profile(prims_t *p, tune_state_t *ts, 
         size_t each = CHORUS_MAX(all / (size_t)n, (size_t)4096);
         double t[2];
         CHECK(tune_time_arena(p, nways, each, all < (16u << 20) ? 5 : 2, e->algo_batch, scratch, t));
-        tp->profile_bytes[k] = tp->cma_profile_bytes[k] = algo_buffer_bytes(COLL_ALLGATHER, (double)each * n, n) * s;
-        tp->profile_rate[k] = (double)each * n / t[0];
-        tp->cma_profile_rate[k] = nways > 1 ? (double)each * n / t[1] : 0;
+        static const tune_profile_kind_t kinds[] = {TUNE_PROFILE_ARENA, TUNE_PROFILE_CMA}; /* tune_arena_calls' */
+        for (int w = 0; w < nways; w++) {
+            tp->profile[kinds[w]].bytes[k] = algo_buffer_bytes(COLL_ALLGATHER, (double)each * n, n) * s;
+            tp->profile[kinds[w]].rate[k] = (double)each * n / t[w];
+        }
     }
-    tp->nprofile = k;
-    tp->ncma_profile = nways > 1 ? k : 0;
+    tp->profile[TUNE_PROFILE_ARENA].n = k;
+    tp->profile[TUNE_PROFILE_CMA].n = nways > 1 ? k : 0;
     return CHORUS_SUCCESS;
 }
 

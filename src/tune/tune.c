@@ -60,7 +60,8 @@ void tune_params_median(tune_params_t *tp, const tune_params_t *runs, int k)
 #define TUNE_FIGURE(f) {offsetof(tune_params_t, f), sizeof(((tune_params_t *)0)->f) / sizeof(double)}
         TUNE_FIGURE(alpha), TUNE_FIGURE(beta),  TUNE_FIGURE(beta_oneway),  TUNE_FIGURE(beta_cma), TUNE_FIGURE(beta_cma_read),
         TUNE_FIGURE(beta_copy), TUNE_FIGURE(beta_stream), TUNE_FIGURE(gamma), TUNE_FIGURE(cache_bytes),
-        TUNE_FIGURE(profile_rate), TUNE_FIGURE(cma_profile_rate),
+        TUNE_FIGURE(profile[TUNE_PROFILE_ARENA].rate), TUNE_FIGURE(profile[TUNE_PROFILE_CMA].rate),
+        TUNE_FIGURE(profile[TUNE_PROFILE_COPY].rate),
 #undef TUNE_FIGURE
     };
     k = CHORUS_MIN(k, TUNE_MEDIAN_MAX);
@@ -76,43 +77,46 @@ void tune_params_median(tune_params_t *tp, const tune_params_t *runs, int k)
 
 /* A profile's time per byte at working set w: log-linear in w between its points, its end points' beyond
  * them. */
-static double tune_profile_time(const double *bytes, const double *rate, int n, double w)
+static double tune_profile_time(const tune_profile_t *pf, double w)
 {
-    int k = 1;
-    if (w <= bytes[0]) return 1 / rate[0];
-    if (w >= bytes[n - 1]) return 1 / rate[n - 1];
-    while (bytes[k] < w) k++;
-    double x = log2(w / bytes[k - 1]) / log2(bytes[k] / bytes[k - 1]);
-    return (1 - x) / rate[k - 1] + x / rate[k];
+    int k = 1, n = pf->n;
+    if (w <= pf->bytes[0]) return 1 / pf->rate[0];
+    if (w >= pf->bytes[n - 1]) return 1 / pf->rate[n - 1];
+    while (pf->bytes[k] < w) k++;
+    double x = log2(w / pf->bytes[k - 1]) / log2(pf->bytes[k] / pf->bytes[k - 1]);
+    return (1 - x) / pf->rate[k - 1] + x / pf->rate[k];
 }
 
-/* The memory share by a profile: from the working set of the calls that measure the cache figures
- * (TUNE_CACHE_BYTES in all, on this communicator's cores) to that of the memory figures' copies. -1
- * where the profile cannot say (fewer than two points, or no slower at the memory end). */
-static double tune_profile_share(const double *bytes, const double *rate, int n, const tune_comm_t *tc,
+/* The memory share by a profile, at the call's working set per core (its buffers for each of the s ranks a
+ * core runs): from the working set of the calls that measured the cache figures to that of the memory
+ * figures' (two TUNE_MEMORY_BYTES buffers). The cache figures of the links and the arena were measured by
+ * every rank at once (TUNE_CACHE_BYTES in all for each rank a core runs), the local copy's and the
+ * reduction's by one rank alone (TUNE_CACHE_BYTES, whatever s). -1 where the profile cannot say (fewer
+ * than two points, or no slower at the memory end). */
+static double tune_profile_share(const tune_params_t *tp, tune_profile_kind_t kind, const tune_comm_t *tc,
                                  double buffers)
 {
-    if (n < 2) return -1;
-    double s = tune_share(tc), lo = tune_profile_time(bytes, rate, n, 2.0 * TUNE_CACHE_BYTES * s),
-           hi = tune_profile_time(bytes, rate, n, 2.0 * TUNE_MEMORY_BYTES);
+    const tune_profile_t *pf = &tp->profile[kind];
+    if (pf->n < 2) return -1;
+    int alone = kind == TUNE_PROFILE_COPY;
+    double s = tune_share(tc), w = buffers * s,
+           lo = tune_profile_time(pf, 2.0 * TUNE_CACHE_BYTES * (alone ? 1 : s)),
+           hi = tune_profile_time(pf, 2.0 * TUNE_MEMORY_BYTES);
     if (hi <= lo) return -1;
-    return CHORUS_MIN(CHORUS_MAX((tune_profile_time(bytes, rate, n, buffers * s) - lo) / (hi - lo), 0.0), 1.0);
+    return CHORUS_MIN(CHORUS_MAX((tune_profile_time(pf, w) - lo) / (hi - lo), 0.0), 1.0);
 }
 
-double tune_memory_share(const tune_params_t *tp, const tune_comm_t *tc, double buffers)
+double tune_memory_share(const tune_params_t *tp, const tune_comm_t *tc, tune_profile_kind_t kind, double buffers)
 {
-    double f = tune_profile_share(tp->profile_bytes, tp->profile_rate, tp->nprofile, tc, buffers);
-    if (f >= 0) return f;
+    const tune_profile_kind_t order[] = {kind, TUNE_PROFILE_ARENA, TUNE_PROFILE_COPY};
+    for (size_t i = 0; i < CHORUS_ARRAY_SIZE(order); i++) {
+        double f = tune_profile_share(tp, order[i], tc, buffers);
+        if (f >= 0) return f;
+    }
     double w = buffers * CHORUS_MAX(tc->ranks_per_host, 1), lo = tp->cache_bytes / 4, hi = tp->cache_bytes * 4;
     if (w <= lo) return 0;
     if (w >= hi) return 1;
     return log2(w / lo) / log2(hi / lo);
-}
-
-double tune_cma_memory_share(const tune_params_t *tp, const tune_comm_t *tc, double buffers)
-{
-    double f = tune_profile_share(tp->cma_profile_bytes, tp->cma_profile_rate, tp->ncma_profile, tc, buffers);
-    return f >= 0 ? f : tune_memory_share(tp, tc, buffers);
 }
 
 /* Seconds per byte at rate[cache] and rate[memory], blended by the memory share f. */
@@ -139,22 +143,24 @@ static double predict(const tune_params_t *tp, const tune_comm_t *tc, const algo
                           .hosts = tc->caps.hosts, .per_host = tc->caps.per_host};
     algo_cost_t c = d->cost(&shape);
     tune_link_t link = c.link == ALGO_LINK_NET ? tc->net : TUNE_LINK_ARENA;
-    double buffers = algo_buffer_bytes(d->coll, n, tc->nranks), f = tune_memory_share(tp, tc, buffers);
-    /* What stays in cache at any size (a combine over slot-sized chunks): the cache rates whatever f is. */
-    double copy = tune_per_byte(tp->beta_copy, f);
+    /* The memory shares: the arena profile's for the links, the copy profile's for local copies and sums. */
+    double buffers = algo_buffer_bytes(d->coll, n, tc->nranks);
+    double f = tune_memory_share(tp, tc, TUNE_PROFILE_ARENA, buffers),
+           fc = tune_memory_share(tp, tc, TUNE_PROFILE_COPY, buffers), copy = tune_per_byte(tp->beta_copy, fc);
+    /* What stays in cache at any size (a combine over slot-sized chunks): the cache rates whatever the share. */
     double t = c.steps * tp->alpha[link] + (c.copied - c.streamed) * copy +
                c.streamed * tune_stream_per_byte(tp, copy) +
-               (c.reduced - c.slot_reduced) * ((1 - f) * tp->gamma[TUNE_CACHE] + f * tp->gamma[TUNE_MEMORY]) +
+               (c.reduced - c.slot_reduced) * ((1 - fc) * tp->gamma[TUNE_CACHE] + fc * tp->gamma[TUNE_MEMORY]) +
                c.slot_reduced * tp->gamma[TUNE_CACHE];
     int cma = c.link == ALGO_LINK_CMA && !mapped;
     const double *rate = cma ? tp->beta_cma : tp->beta[link];
-    double f_read = cma ? tune_cma_memory_share(tp, tc, buffers) : f;
+    double f_read = cma ? tune_memory_share(tp, tc, TUNE_PROFILE_CMA, buffers) : f;
     double read = cma ? c.read : 0;
     if (c.bytes > 0)
         t += (c.bytes - c.slot_bytes - read) * tune_per_byte(rate, f_read) + c.slot_bytes / rate[TUNE_CACHE] +
              read * tune_per_byte(tp->beta_cma_read, f_read);
     if (c.oneway > 0) t += c.oneway * tune_per_byte(tp->beta_oneway[link], f);
-    t = CHORUS_MAX(t, c.steps * tp->alpha[link] + c.beside_copied * tune_per_byte(tp->beta_copy, f));
+    t = CHORUS_MAX(t, c.steps * tp->alpha[link] + c.beside_copied * copy);
     double inside = c.inside_steps * tp->alpha[tc->inside];
     if (c.inside_bytes > 0) inside += c.inside_bytes * tune_per_byte(tp->beta[tc->inside], f);
     if (c.inside_oneway > 0) inside += c.inside_oneway * tune_per_byte(tp->beta_oneway[tc->inside], f);
@@ -384,23 +390,25 @@ static int tune_parse_line(tune_file_t *tf, char **w, int nw, int *version_p, ch
         return 0;
     }
     double rate;
-    int cma = nw == 4 && strcmp(w[1], "cma") == 0;
-    if (strcmp(w[0], "profile") == 0 && nw == 3 + cma && params_parse_size(w[1 + cma], &bytes) == 0 && bytes > 0 &&
-        tune_parse_value(w[2 + cma], &rate) == 0 && rate > 0) {
-        tune_params_t *tp = &tf->params;
-        int *np = cma ? &tp->ncma_profile : &tp->nprofile;
-        double *pb = cma ? tp->cma_profile_bytes : tp->profile_bytes, *pr = cma ? tp->cma_profile_rate : tp->profile_rate;
-        if (*np == TUNE_PROFILE_MAX) {
+    /* "profile [cma|copy] SIZE RATE": the first word after profile names the profile where there are two. */
+    int named = nw == 4, kind = !named ? TUNE_PROFILE_ARENA
+                                : strcmp(w[1], "cma") == 0  ? TUNE_PROFILE_CMA
+                                : strcmp(w[1], "copy") == 0 ? TUNE_PROFILE_COPY
+                                                            : -1;
+    if (strcmp(w[0], "profile") == 0 && kind >= 0 && nw == 3 + named && params_parse_size(w[1 + named], &bytes) == 0 &&
+        bytes > 0 && tune_parse_value(w[2 + named], &rate) == 0 && rate > 0) {
+        tune_profile_t *pf = &tf->params.profile[kind];
+        if (pf->n == TUNE_PROFILE_MAX) {
             snprintf(err, errlen, "more than %d profile points", TUNE_PROFILE_MAX);
             return -1;
         }
-        if (*np > 0 && (double)bytes <= pb[*np - 1]) {
-            snprintf(err, errlen, "profile points must come in increasing bytes (%s after %.0f)", w[1 + cma],
-                     pb[*np - 1]);
+        if (pf->n > 0 && (double)bytes <= pf->bytes[pf->n - 1]) {
+            snprintf(err, errlen, "profile points must come in increasing bytes (%s after %.0f)", w[1 + named],
+                     pf->bytes[pf->n - 1]);
             return -1;
         }
-        pb[*np] = (double)bytes;
-        pr[(*np)++] = rate;
+        pf->bytes[pf->n] = (double)bytes;
+        pf->rate[pf->n++] = rate;
         return 0;
     }
     if (strcmp(w[0], "rule") == 0) {
@@ -414,7 +422,7 @@ static int tune_parse_line(tune_file_t *tf, char **w, int nw, int *version_p, ch
     }
     snprintf(err, errlen, "cannot read \"%s ...\" (expected alpha shm|tcp|arena T, beta shm|tcp|arena|copy|cma|"
              "cma-read cache|memory RATE, beta stream memory RATE, oneway shm|tcp cache|memory RATE, gamma cache|memory T, "
-             "cache SIZE, profile [cma] SIZE RATE, rule COLL ALGO [bounds], machine, date)", w[0]);
+             "cache SIZE, profile [cma|copy] SIZE RATE, rule COLL ALGO [bounds], machine, date)", w[0]);
     return -1;
 }
 
@@ -614,14 +622,17 @@ static void tune_write_params(FILE *f, const tune_params_t *tp)
     }
     if (tp->beta_stream > 0) fprintf(f, "beta stream memory %.4gGB/s\n", tp->beta_stream / 1e9);
     fprintf(f, "cache %.0f\n", tp->cache_bytes);
-    if (tp->nprofile > 0)
-        fprintf(f, "# the memory share's profile: rates by working set per core (docs/tuning.md, Regimes)\n");
-    for (int k = 0; k < tp->nprofile; k++)
-        fprintf(f, "profile %.0f %.4gGB/s\n", tp->profile_bytes[k], tp->profile_rate[k] / 1e9);
-    if (tp->ncma_profile > 0)
-        fprintf(f, "# the single-copy reads' profile: a single-copy AllGather's rates at the same working sets\n");
-    for (int k = 0; k < tp->ncma_profile; k++)
-        fprintf(f, "profile cma %.0f %.4gGB/s\n", tp->cma_profile_bytes[k], tp->cma_profile_rate[k] / 1e9);
+    static const char *const profile_lines[TUNE_PROFILES][2] = {
+        [TUNE_PROFILE_ARENA] = {"profile", "the links' profile: a direct AllGather's rates by working set per core"},
+        [TUNE_PROFILE_CMA] = {"profile cma", "the single-copy reads' profile: a single-copy AllGather's rates"},
+        [TUNE_PROFILE_COPY] = {"profile copy", "the local copies' and sums' profile: a copy's rates on one rank"},
+    };
+    for (int k = 0; k < TUNE_PROFILES; k++) {
+        const tune_profile_t *pf = &tp->profile[k];
+        if (pf->n > 0) fprintf(f, "# %s (docs/tuning.md, Regimes)\n", profile_lines[k][1]);
+        for (int i = 0; i < pf->n; i++)
+            fprintf(f, "%s %.0f %.4gGB/s\n", profile_lines[k][0], pf->bytes[i], pf->rate[i] / 1e9);
+    }
 }
 
 chorus_result_t tune_file_write(const char *path, const tune_file_t *tf, char *err, size_t errlen)
@@ -749,25 +760,25 @@ void tune_measure_profile(tune_params_t *tp)
     const size_t most = 128u << 20;
     tune_bufs_t m;
     if (tune_bufs_alloc(&m, most, NULL) != 0) return;
-    int n = 0;
-    for (size_t bytes = 128u << 10; bytes <= most && n < TUNE_PROFILE_MAX; bytes *= 2) {
+    tune_profile_t *pf = &tp->profile[TUNE_PROFILE_COPY];
+    pf->n = 0;
+    for (size_t bytes = 128u << 10; bytes <= most && pf->n < TUNE_PROFILE_MAX; bytes *= 2) {
         m.count = bytes / sizeof(float);
-        tp->profile_bytes[n] = 2.0 * (double)bytes;
-        tp->profile_rate[n++] = (double)bytes / tune_best_of(tune_copy_once, &m, bytes < (32u << 20) ? 10 : 3);
+        pf->bytes[pf->n] = 2.0 * (double)bytes;
+        pf->rate[pf->n++] = (double)bytes / tune_best_of(tune_copy_once, &m, bytes < (32u << 20) ? 10 : 3);
     }
     tune_bufs_free(&m);
-    tp->nprofile = n;
     /* The memory regime's copy is the profile's point at its working set: one measurement, not two that
      * the noise of a shared machine sets apart (7.2 and 9.4 GB/s in one run on one virtual machine), since
      * the memory share counts from the profile's time there. */
-    double at_memory = tune_profile_time(tp->profile_bytes, tp->profile_rate, n, 2.0 * TUNE_MEMORY_BYTES);
+    double at_memory = tune_profile_time(pf, 2.0 * TUNE_MEMORY_BYTES);
     if (at_memory > 0) tp->beta_copy[TUNE_MEMORY] = 1 / at_memory;
     /* cache: from 2 MiB (past the private caches, so the drop looked for is the last-level cache's), the
      * working sets copied at more than half the rate at 2 MiB. */
-    double at_2m = tune_profile_time(tp->profile_bytes, tp->profile_rate, n, 2.0 * TUNE_CACHE_BYTES);
-    for (int k = 0; k < n; k++) {
-        if (tp->profile_bytes[k] < 2.0 * TUNE_CACHE_BYTES) continue;
-        if (1 / tp->profile_rate[k] > 2 * at_2m) break;
-        tp->cache_bytes = tp->profile_bytes[k];
+    double at_2m = tune_profile_time(pf, 2.0 * TUNE_CACHE_BYTES);
+    for (int k = 0; k < pf->n; k++) {
+        if (pf->bytes[k] < 2.0 * TUNE_CACHE_BYTES) continue;
+        if (1 / pf->rate[k] > 2 * at_2m) break;
+        tp->cache_bytes = pf->bytes[k];
     }
 }

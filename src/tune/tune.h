@@ -12,8 +12,8 @@
  * host (its ranks' inputs and outputs, algo_buffer_bytes) passes a quarter of the last-level cache: all cache
  * below that, all memory from four times the cache up, log-linear between (caches are shared and the
  * data of other ranks' cores arrives through them, so the knee is gradual), or by a measured profile
- * where a tuning file has one (tune_memory_share; the single-copy reads by a profile of their own,
- * tune_cma_memory_share). The bytes and reductions that stay in cache at any
+ * where a tuning file has one (tune_memory_share: the arena's, the single-copy reads' and the local
+ * copies' each by a profile of their own). The bytes and reductions that stay in cache at any
  * size (algo_cost_t.slot_bytes, slot_reduced: a combine's reads of the arena's slots and its passes over
  * a slot-sized chunk) take the cache rates: the slots are reused chunk after chunk. The copies that
  * stream past the cache (algo_cost_t.streamed, copy_out's) take their own rate, whatever the regime.
@@ -33,6 +33,21 @@ typedef enum { TUNE_LINK_SHM, TUNE_LINK_TCP, TUNE_LINK_ARENA, TUNE_LINK_COUNT } 
 typedef enum { TUNE_CACHE, TUNE_MEMORY, TUNE_REGIMES } tune_regime_t;
 #define TUNE_PROFILE_MAX 16
 
+/* A profile: a rate at each of n working sets, bytes increasing. */
+typedef struct tune_profile {
+    int n;
+    double bytes[TUNE_PROFILE_MAX], rate[TUNE_PROFILE_MAX];
+} tune_profile_t;
+
+/* What each profile measures (docs/tuning.md, Regimes), and which terms take their memory share from it:
+ * ARENA, a direct AllGather's, from every rank at once (its reads of the arena and everything no other
+ * profile prices; where there is no host arena, COPY's stands in); CMA, a single-copy AllGather's (the
+ * single-copy reads: process_vm_readv's rate falls where the peer's buffer leaves the last-level cache,
+ * not where the arena's copies leave the private caches); COPY, a local copy's on one rank alone, as
+ * beta_copy and gamma were measured (the local copies, algo_cost_t.copied: a rank's own block, staging,
+ * slots; and the reductions). */
+typedef enum { TUNE_PROFILE_ARENA, TUNE_PROFILE_CMA, TUNE_PROFILE_COPY, TUNE_PROFILES } tune_profile_kind_t;
+
 typedef struct tune_params {
     double alpha[TUNE_LINK_COUNT];               /* seconds per step (arena: per synchronisation) */
     double beta[TUNE_LINK_COUNT][TUNE_REGIMES];  /* bytes per second through a rank's link (arena: read from peers) */
@@ -46,19 +61,10 @@ typedef struct tune_params {
     double beta_stream; /* bytes per second of a streamed copy (copy_out) in memory; 0: beta_copy's in memory */
     double gamma[TUNE_REGIMES];                  /* seconds per byte reduced (float32 sum) */
     double cache_bytes;                          /* working sets beyond this run at memory speed */
-    /* The profile: rates at working sets per core of increasing size, measured by chorus-tune (none built
-     * in; at init the tuning file's is kept): a direct AllGather's where the host arena exists, else a local
-     * copy's (two buffers, bytes in all). Only its shape counts: where it has points it sets the memory
-     * share instead of cache_bytes (tune_memory_share). */
-    int nprofile;
-    double profile_bytes[TUNE_PROFILE_MAX], profile_rate[TUNE_PROFILE_MAX];
-    /* The single-copy reads' own profile (chorus-tune, where ranks can read each other's memory): a
-     * single-copy AllGather's rates at the same working sets. process_vm_readv's rate falls where the
-     * peer's buffer leaves the last-level cache, not where the arena's copies leave the private caches
-     * (docs/tuning.md, "Single-copy reads have a knee of their own"): the memory share of the reads of
-     * single copy comes from it where it has points. */
-    int ncma_profile;
-    double cma_profile_bytes[TUNE_PROFILE_MAX], cma_profile_rate[TUNE_PROFILE_MAX];
+    /* Profiles: rates at working sets per core of increasing size, measured by chorus-tune (none built in;
+     * at init the tuning file's are kept). Only their shapes count: where one has points it sets the
+     * memory share of the terms it prices instead of cache_bytes (tune_memory_share). */
+    tune_profile_t profile[TUNE_PROFILES];
     char source[256];                            /* where they come from, for the logs */
 } tune_params_t;
 
@@ -84,17 +90,14 @@ void tune_comm_set_single_copy(tune_comm_t *tc, const tune_params_t *tp);
 /* s: the factor ranks that outnumber their host's cores pay (1 when they do not; tune_comm_set_cores). */
 double tune_share(const tune_comm_t *tc);
 /* How much of a call whose ranks' buffers take `buffers` bytes each (algo_buffer_bytes) runs at memory
- * speed (0: all in cache, 1: all in memory). With a profile: where the call's working set per core
- * (`buffers` for each rank the core runs) falls, in time per byte interpolated log-linearly between the
- * profile's points, between that of the calls that measured the cache figures (two buffers of
- * TUNE_CACHE_BYTES) and that of the memory figures (two of TUNE_MEMORY_BYTES on one rank per core).
- * Without one: its working set on the busiest host against the last-level cache, blended
- * log-linearly from a quarter of the cache to four times it (caches are shared, with other ranks and
- * other tenants). */
-double tune_memory_share(const tune_params_t *tp, const tune_comm_t *tc, double buffers);
-/* The same for the single-copy reads (process_vm_readv): from their own profile where the tuning file has
- * one, else tune_memory_share's. */
-double tune_cma_memory_share(const tune_params_t *tp, const tune_comm_t *tc, double buffers);
+ * speed (0: all in cache, 1: all in memory), for the terms profile `kind` prices. With that profile (or,
+ * where it has no points, ARENA's, then COPY's): where the call's working set per core (`buffers` for
+ * each rank the core runs) falls, in time per byte interpolated log-linearly between the profile's
+ * points, between that of the calls that measured the cache figures (two buffers of TUNE_CACHE_BYTES)
+ * and that of the memory figures (two of TUNE_MEMORY_BYTES on one rank per core). Without any: its
+ * working set on the busiest host against the last-level cache, blended log-linearly from a quarter of
+ * the cache to four times it (caches are shared, with other ranks and other tenants). */
+double tune_memory_share(const tune_params_t *tp, const tune_comm_t *tc, tune_profile_kind_t kind, double buffers);
 
 /* tp = runs[0] with every measured figure the median of its k values (the lower middle for an even k),
  * the profile's rates point by point: one disturbed pass of chorus-tune's measurement then counts for
@@ -134,8 +137,8 @@ const algo_desc_t *tune_model_choice(const tune_params_t *tp, const tune_comm_t 
  *     oneway shm|tcp cache|memory <bytes per second>
  *     gamma cache|memory <seconds per byte>
  *     cache <bytes>
- *     profile <bytes> <bytes per second>       (one line per point, bytes increasing)
- *     profile cma <bytes> <bytes per second>   (the single-copy reads' profile, likewise)
+ *     profile <bytes> <bytes per second>       (the arena's profile: one line per point, bytes increasing)
+ *     profile cma|copy <bytes> <bytes per second> (the single-copy reads' and the local copies', likewise)
  *     rule <collective> <algorithm> [ranks>=P] [ranks<=P] [ranks=P] [bytes>=N] [bytes<=N] [link=shm|tcp]
  *          [place=in|out]
  *     share <ranks per core>                   (the figures after it, to the next share line, were measured
@@ -253,8 +256,8 @@ void tune_machine(char *buf, size_t len, int *cores_p);
  * source and destination sit within a page), its pages already touched. NULL if out of memory. */
 void *tune_alloc(size_t bytes);
 void tune_measure_local(tune_params_t *tp, tune_regime_t r, int runs, void *scratch);
-/* The copy profile (working sets of 256 KiB to 256 MiB, doubling), and from it the memory regime's copy
- * rate (its point at twice TUNE_MEMORY_BYTES) and the last-level cache as copies see it: the
+/* The copy profile (working sets of 256 KiB to 256 MiB, doubling: profile[TUNE_PROFILE_COPY]), and from it
+ * the memory regime's copy rate (its point at twice TUNE_MEMORY_BYTES) and the last-level cache as copies see it: the
  * largest working set from 2 MiB whose copy rate stays above half the one at 2 MiB.
  * About half a second, most of it the first touch of the largest buffers. */
 void tune_measure_profile(tune_params_t *tp);

@@ -153,7 +153,36 @@ check "single-copy reads priced by their own profile (1678 us, then 3355), the d
     -v a="$r0" -v b="$r1" -v c="$d0" -v d="$d1" \
     'BEGIN { print (a > 1675 && a < 1681 && b > 3350 && b < 3360 && c > 0 && c == d) ? 0 : 1 }')"
 bad $'chorus-tuning 1\nprofile cma 4M 1GB/s\nprofile cma 2M 1GB/s' "increasing bytes"
-bad $'chorus-tuning 1\nprofile dma 4M 1GB/s' "profile \\[cma\\] SIZE RATE"
+bad $'chorus-tuning 1\nprofile dma 4M 1GB/s' "profile \\[cma|copy\\] SIZE RATE"
+
+# The local copies take the memory share of their own profile (profile copy) where the file has one: the
+# 2-rank ring AllGather of 2 MiB copies its own block of 1 MiB and sends 1 MiB, with 3 MiB of buffers per
+# rank, in the flat part of the first profile (cache rates, 10 GB/s: 105 us each) but past the knee of a
+# copy profile that falls at 3 MiB: its copy then takes the memory rate (5 GB/s: 210 us), its link the
+# cache rate still.
+printf '%s\n' "chorus-tuning 1" "alpha shm 0" "beta shm cache 10GB/s" "beta shm memory 5GB/s" \
+    "beta copy cache 10GB/s" "beta copy memory 5GB/s" "gamma cache 0" "gamma memory 0" \
+    "profile 2097152 10GB/s" "profile 67108864 10GB/s" "profile 134217728 5GB/s" > "$tmp/copies"
+printf '%s\n' "profile copy 2097152 10GB/s" "profile copy 3145728 5GB/s" "profile copy 134217728 5GB/s" |
+    cat "$tmp/copies" - > "$tmp/copies.copy"
+c0=$(predicted ring allgather -p 2 -b 2M -e 2M --tuning-file "$tmp/copies")
+c1=$(predicted ring allgather -p 2 -b 2M -e 2M --tuning-file "$tmp/copies.copy")
+echo "  ring allgather 2M: ${c0:-?} us with one profile, ${c1:-?} with a copy profile"
+check "local copies priced by their own profile (210 us, then 315), the link not" "$(awk -v a="$c0" -v b="$c1" \
+    'BEGIN { print (a > 208 && a < 212 && b > 312 && b < 317) ? 0 : 1 }')"
+# The local reductions too, measured as the copies are, on one rank: a 2-rank ring AllReduce of 2 MiB
+# (4 MiB of buffers per rank) combines 1 MiB, at gamma's cache figure (0.1 ns/B: 105 us) with the first
+# profile alone, at its memory figure (0.2 ns/B: 210 us) past the copy profile's knee; links and copies free.
+printf '%s\n' "chorus-tuning 1" "alpha shm 0" "beta shm cache 1e30" "beta shm memory 1e30" "beta copy cache 1e30" \
+    "beta copy memory 1e30" "gamma cache 0.1ns" "gamma memory 0.2ns" "profile 2097152 10GB/s" \
+    "profile 67108864 10GB/s" "profile 134217728 5GB/s" > "$tmp/sums"
+cat "$tmp/sums" - > "$tmp/sums.copy" < <(tail -3 "$tmp/copies.copy")
+s0=$(predicted ring allreduce -p 2 -b 2M -e 2M --tuning-file "$tmp/sums")
+s1=$(predicted ring allreduce -p 2 -b 2M -e 2M --tuning-file "$tmp/sums.copy")
+echo "  ring allreduce 2M, reductions only: ${s0:-?} us with one profile, ${s1:-?} with a copy profile"
+check "local reductions priced by the copy profile (105 us, then 210)" "$(awk -v a="$s0" -v b="$s1" \
+    'BEGIN { print (a > 103 && a < 107 && b > 207 && b < 212) ? 0 : 1 }')"
+bad $'chorus-tuning 1\nprofile copy 4M 1GB/s\nprofile copy 4M 1GB/s' "increasing bytes"
 
 # What stays in cache at any size is priced at the cache rate: two-shot's combine reads half of a 2-rank
 # buffer from the peer's slot into its own, its gather the other half out to the output, so at 64 MiB

@@ -574,11 +574,12 @@ static void check_params_median(void)
     tune_params_t runs[3], med;
     for (int i = 0; i < 3; i++) {
         tune_params_builtin(&runs[i]);
-        runs[i].nprofile = 2;
-        runs[i].profile_bytes[0] = 1 << 20;
-        runs[i].profile_bytes[1] = 64 << 20;
-        runs[i].profile_rate[0] = 10e9;
-        runs[i].profile_rate[1] = 5e9;
+        tune_profile_t *pf = &runs[i].profile[TUNE_PROFILE_ARENA];
+        pf->n = 2;
+        pf->bytes[0] = 1 << 20;
+        pf->bytes[1] = 64 << 20;
+        pf->rate[0] = 10e9;
+        pf->rate[1] = 5e9;
     }
     runs[1].beta[TUNE_LINK_ARENA][TUNE_CACHE] = 3.4e9; /* the disturbed pass */
     runs[2].beta[TUNE_LINK_ARENA][TUNE_CACHE] = 23.4e9;
@@ -586,13 +587,15 @@ static void check_params_median(void)
     runs[0].gamma[TUNE_MEMORY] = 9e-9;
     runs[2].alpha[TUNE_LINK_SHM] = 1e-6;
     runs[1].alpha[TUNE_LINK_SHM] = 2e-6;
-    runs[1].profile_rate[1] = 1e9;
-    runs[2].profile_rate[1] = 2e9;
-    for (int i = 0; i < 3; i++) {
-        runs[i].ncma_profile = 1;
-        runs[i].cma_profile_bytes[0] = 1 << 20;
-        runs[i].cma_profile_rate[0] = (i == 1 ? 0.5e9 : 8e9 + i * 1e9);
-    }
+    runs[1].profile[TUNE_PROFILE_ARENA].rate[1] = 1e9;
+    runs[2].profile[TUNE_PROFILE_ARENA].rate[1] = 2e9;
+    for (int i = 0; i < 3; i++)
+        for (int k = TUNE_PROFILE_CMA; k <= TUNE_PROFILE_COPY; k++) {
+            tune_profile_t *pf = &runs[i].profile[k];
+            pf->n = 1;
+            pf->bytes[0] = 1 << 20;
+            pf->rate[0] = (i == 1 ? 0.5e9 : 8e9 + i * 1e9) * k;
+        }
     runs[0].cache_bytes = 8 << 20;
     runs[1].cache_bytes = 16 << 20;
     runs[2].cache_bytes = 4 << 20;
@@ -600,12 +603,13 @@ static void check_params_median(void)
     TEST_ASSERT(med.beta[TUNE_LINK_ARENA][TUNE_CACHE] == 22.6e9, "arena %g", med.beta[TUNE_LINK_ARENA][TUNE_CACHE]);
     TEST_ASSERT(med.gamma[TUNE_MEMORY] == runs[1].gamma[TUNE_MEMORY], "gamma %g", med.gamma[TUNE_MEMORY]);
     TEST_ASSERT(med.alpha[TUNE_LINK_SHM] == 1e-6, "alpha %g", med.alpha[TUNE_LINK_SHM]);
-    TEST_ASSERT(med.profile_rate[1] == 2e9 && med.profile_rate[0] == 10e9, "profile %g %g", med.profile_rate[0],
-                med.profile_rate[1]);
+    const tune_profile_t *pf = &med.profile[TUNE_PROFILE_ARENA];
+    TEST_ASSERT(pf->rate[1] == 2e9 && pf->rate[0] == 10e9, "profile %g %g", pf->rate[0], pf->rate[1]);
     TEST_ASSERT(med.cache_bytes == 8 << 20, "cache %g", med.cache_bytes);
-    TEST_ASSERT(med.cma_profile_rate[0] == 8e9 && med.ncma_profile == 1, "the single-copy profile's median: %g",
-                med.cma_profile_rate[0]);
-    TEST_ASSERT(med.nprofile == 2 && med.profile_bytes[1] == 64 << 20, "the profile's sizes kept");
+    for (int k = TUNE_PROFILE_CMA; k <= TUNE_PROFILE_COPY; k++)
+        TEST_ASSERT(med.profile[k].rate[0] == 8e9 * k && med.profile[k].n == 1, "profile %d's median: %g", k,
+                    med.profile[k].rate[0]);
+    TEST_ASSERT(pf->n == 2 && pf->bytes[1] == 64 << 20, "the profile's sizes kept");
     TEST_ASSERT(med.beta_copy[TUNE_CACHE] == runs[0].beta_copy[TUNE_CACHE], "figures alike in every pass kept");
 }
 
