@@ -58,7 +58,14 @@ chorus_result_t comm_tune_init(chorus_comm_t comm, int ranks_per_host, int partn
     ts->partner = partner;
     ts->inside_partner = inside_partner;
     comm_tune_prims(comm);
-    chorus_result_t res = tune_setup(p, ts, comm->params.tune_calibrate != 0, comm->last_error, COMM_ERROR_BYTES);
+    const char *cal = comm->params.tune_calibrate;
+    int calibrate = strcasecmp(cal, "auto") == 0 ? TUNE_CALIBRATE_AUTO
+                    : strcmp(cal, "1") == 0          ? 1
+                    : strcmp(cal, "0") == 0          ? 0
+                                                     : -2;
+    if (calibrate == -2)
+        return comm_error(comm, CHORUS_ERR_INVALID_ARGUMENT, "CHORUS_TUNE_CALIBRATE=%s: use auto, 1 or 0", cal);
+    chorus_result_t res = tune_setup(p, ts, calibrate, comm->last_error, COMM_ERROR_BYTES);
     if (res != CHORUS_SUCCESS) return res;
     const tune_params_t *tp = &ts->file.params;
     LOG_INFO(LOG_SUB_TUNING,

@@ -387,6 +387,20 @@ chorus_result_t tune_setup(prims_t *p, tune_state_t *ts, int calibrate, char *er
 {
     int me = prims_rank(p);
     if (prims_nranks(p) < 2) return err[0] ? CHORUS_ERR_INVALID_ARGUMENT : CHORUS_SUCCESS;
+    if (calibrate == TUNE_CALIBRATE_AUTO) {
+        /* A tuning file measured here at this share holds chorus-tune's figures, the medians of three
+         * passes of batches of 16 calls; the init's few milliseconds add a snapshot of the moment, which
+         * priced the calls of the grid further from their times (docs/tuning.md, "Where they come from"). */
+        double s = tune_share(&ts->comm);
+        int32_t here = me == 0 && !err[0] && tune_file_measured_here(&ts->file, s);
+        coll_args_t decide = {.coll = COLL_BROADCAST, .sendbuf = &here, .recvbuf = &here, .count = sizeof(here),
+                              .dtype = chorus_uint8, .root = 0};
+        CHECK(broadcast_binomial(p, &decide));
+        if (me == 0 && here)
+            LOG_INFO(LOG_SUB_TUNING, "no calibration at init: the tuning file was measured on this machine at %g "
+                     "rank%s per core (CHORUS_TUNE_CALIBRATE=1 measures anyway)", s, s == 1 ? "" : "s");
+        calibrate = !here;
+    }
     if (calibrate) CHECK(tune_measure(p, ts, 0));
     tune_shared_t *shared = calloc(1, sizeof(*shared));
     if (!shared) return CHORUS_ERR_NO_MEMORY;

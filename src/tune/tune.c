@@ -461,7 +461,37 @@ void tune_file_use_share(tune_file_t *tf, double s)
     int best = -1;
     for (int i = 0; i < tf->nsets; i++)
         if (best < 0 || fabs(log(tf->set_share[i] / s)) < fabs(log(tf->set_share[best] / s))) best = i;
-    if (best >= 0) tf->params = tf->set[best];
+    if (best >= 0) {
+        tf->params = tf->set[best];
+        tf->share = tf->set_share[best];
+    }
+}
+
+/* Whether two machine descriptions (tune_machine's: "HOST cores N cpu MODEL", or a file's machine line)
+ * name the same host and processor: the same words, whitespace aside, but for "cores N", which is the
+ * affinity of the process that wrote it (chorus-tune pinned to one processor writes cores 1). */
+static int tune_same_machine(const char *a, const char *b)
+{
+    char x[256], y[256], *sx, *sy;
+    snprintf(x, sizeof(x), "%s", a);
+    snprintf(y, sizeof(y), "%s", b);
+    char *u = strtok_r(x, " \t", &sx), *v = strtok_r(y, " \t", &sy);
+    for (;;) {
+        while (u && strcmp(u, "cores") == 0) u = strtok_r(NULL, " \t", &sx) ? strtok_r(NULL, " \t", &sx) : NULL;
+        while (v && strcmp(v, "cores") == 0) v = strtok_r(NULL, " \t", &sy) ? strtok_r(NULL, " \t", &sy) : NULL;
+        if (!u || !v) return !u && !v;
+        if (strcmp(u, v) != 0) return 0;
+        u = strtok_r(NULL, " \t", &sx);
+        v = strtok_r(NULL, " \t", &sy);
+    }
+}
+
+int tune_file_measured_here(const tune_file_t *tf, double s)
+{
+    if (!tf->from_file || !tf->machine[0] || tf->share != s) return 0;
+    char here[256];
+    tune_machine(here, sizeof(here), NULL);
+    return tune_same_machine(here, tf->machine);
 }
 
 /* The lines that give a figure (they go to the set of the share line before them). */
@@ -512,6 +542,7 @@ chorus_result_t tune_file_read(const char *path, tune_file_t *tf, char *err, siz
     memset(defaults.beta_cma_read, 0, sizeof(defaults.beta_cma_read));
     tf->params = defaults;
     tf->nsets = 0;
+    tf->share = 0;
     while (res == CHORUS_SUCCESS && fgets(line, sizeof(line), f)) {
         lineno++;
         char *w[16], *save, *tok;

@@ -169,7 +169,8 @@ typedef struct tune_file {
     tune_params_t set[TUNE_SETS_MAX];
     double set_share[TUNE_SETS_MAX];
     int nsets;
-    char machine[160];
+    double share; /* of the set in params (tune_file_use_share); 0: none */
+    char machine[256];
     tune_rule_t rules[TUNE_MAX_RULES];
     int nrules;
 } tune_file_t;
@@ -180,6 +181,10 @@ chorus_result_t tune_file_read(const char *path, tune_file_t *tf, char *err, siz
 /* Puts in tf->params the file's set measured at the share nearest to s (by ratio; the lower one where two
  * are as near), and names it in their source. Nothing without sets. */
 void tune_file_use_share(tune_file_t *tf, double s);
+/* Whether tf's figures in use were measured on this machine (its host and processor, as the file's machine
+ * line names them) at share s of its cores: then the calibration at init has nothing to add by default
+ * (docs/tuning.md, "Where they come from"). */
+int tune_file_measured_here(const tune_file_t *tf, double s);
 /* Puts tp in tf's sets as the one of share s, in place of the one it had. -1 where the file holds
  * TUNE_SETS_MAX others already. */
 int tune_file_put_set(tune_file_t *tf, const tune_params_t *tp, double s);
@@ -233,9 +238,11 @@ const algo_desc_t *tune_select(tune_state_t *ts, const coll_args_t *a, const alg
 const algo_desc_t *tune_select_again(tune_state_t *ts, const coll_args_t *a, const algo_config_t *cfg);
 
 /* At init, on every rank together (connections ready, nothing else in flight): the measurement when
- * calibrate, then rank 0's parameters, rules and selection mode given to every rank, so that all choose
- * alike. err: on rank 0, its trouble reading the tuning file (or ""), which fails init on every rank
- * (INVALID_ARGUMENT, err filled). */
+ * calibrate is 1, or when it is TUNE_CALIBRATE_AUTO and rank 0's tuning file was not measured here at this
+ * communicator's share (tune_file_measured_here; rank 0 decides for all), then rank 0's parameters, rules
+ * and selection mode given to every rank, so that all choose alike. err: on rank 0, its trouble reading
+ * the tuning file (or ""), which fails init on every rank (INVALID_ARGUMENT, err filled). */
+#define TUNE_CALIBRATE_AUTO (-1)
 chorus_result_t tune_setup(prims_t *p, tune_state_t *ts, int calibrate, char *err, size_t errlen);
 
 /* This machine's description: "host cores N cpu MODEL". */

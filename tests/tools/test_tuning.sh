@@ -65,8 +65,8 @@ model_line() { # cpus for taskset, tuning file, then more VAR=value: the init's 
     env CHORUS_TUNING_FILE="$file" CHORUS_LOG_LEVEL=INFO CHORUS_LOG_SUBSYS=TUNING "$@" timeout 60 taskset -c "$cpus" \
         "$run" -n 2 "$perf" allreduce -b 8 -e 8 -n 1 -w 0 2>&1 | grep -m1 'cost model'
 }
-copy_memory() { # cpus for taskset: the local copy's memory rate in use, as the init logs it
-    model_line "$1" "$tmp/memory" | sed -n 's/.* copy [0-9.]*\/\([0-9.]*\) GB\/s.*/\1/p'
+copy_memory() { # cpus for taskset: the local copy's memory rate in use, as the init logs it (measuring)
+    model_line "$1" "$tmp/memory" CHORUS_TUNE_CALIBRATE=1 | sed -n 's/.* copy [0-9.]*\/\([0-9.]*\) GB\/s.*/\1/p'
 }
 one=$(copy_memory 0)
 check "2 ranks on one core keep the file's memory rate of the copy (1.23 GB/s, got ${one:-none})" \
@@ -76,6 +76,24 @@ if [ "$(nproc)" -ge 2 ]; then
     check "2 ranks on two cores scale it by the init's cache rate over the file's 1000 GB/s (got ${two:-none})" \
         "$([ -n "$two" ] && [ "$two" != 1.23 ] && echo 0 || echo 1)"
 fi
+
+# By default (CHORUS_TUNE_CALIBRATE=auto) the init measures nothing where the tuning file was measured on
+# this machine at the communicator's share of the cores, and says so; it measures where the file names
+# another machine, or where asked to (1). A value other than auto, 1 or 0 is refused, named.
+if [ "$(nproc)" -ge 2 ]; then
+    line=$(model_line 0,1 "$tmp/tuned")
+    check "a file of this machine and share: its figures, no measurement at init" \
+        "$(grep -q 'cost model, tuning file' <<< "$line" && echo 0 || echo 1)"
+    sed 's/^machine [^ ]* /machine elsewhere /' "$tmp/tuned" > "$tmp/elsewhere"
+    check "a file of another machine: measured at init" \
+        "$(model_line 0,1 "$tmp/elsewhere" | grep -q 'cost model, measured at init' && echo 0 || echo 1)"
+    check "CHORUS_TUNE_CALIBRATE=1: measured at init" \
+        "$(model_line 0,1 "$tmp/tuned" CHORUS_TUNE_CALIBRATE=1 | grep -q 'cost model, measured at init' && echo 0 || echo 1)"
+fi
+CHORUS_TUNE_CALIBRATE=sometimes timeout 60 "$run" -n 2 "$perf" allreduce -b 8 -e 8 > "$tmp/cal.out" 2>&1
+status=$?
+check "CHORUS_TUNE_CALIBRATE=sometimes is refused, named" \
+    "$([ $status != 0 ] && grep -q 'CHORUS_TUNE_CALIBRATE=sometimes: use auto, 1 or 0' "$tmp/cal.out" && echo 0 || echo 1)"
 
 # Figures per share of the cores: chorus-tune on 2 ranks pinned to one processor (2 ranks per core) adds
 # the set of share 2 to the file and keeps its set of share 1; a communicator takes the set measured at
@@ -102,6 +120,10 @@ if [ "$(nproc)" -ge 2 ]; then
     got=$(alpha_tcp 0,1)
     check "2 ranks on two cores take the set of share 1 (alpha tcp 33.00us, got ${got:-none})" \
         "$([ "$got" = 33.00 ] && echo 0 || echo 1)"
+    # Its machine line now says cores 1 (chorus-tune ran pinned): still this machine.
+    check "a file last written on one processor still names this machine: no measurement at init" \
+        "$(grep -q '^machine .* cores 1 cpu' "$tmp/shares" && model_line 0,1 "$tmp/shares" |
+            grep -q 'cost model, tuning file' && echo 0 || echo 1)"
 fi
 
 # Ranks crowded on one processor while the init measures the host arena (here three of four pinned to
@@ -188,8 +210,8 @@ check "CHORUS_TUNING=guess is refused, named" "$([ $status != 0 ] && grep -q 'CH
 # cache figures (here a copy runs at a fifth of its cache rate in memory), whatever the cache rate found.
 sed -e '/^beta copy /d' "$tmp/tuned" > "$tmp/ratio"
 printf 'beta copy cache 100GB/s\nbeta copy memory 20GB/s\n' >> "$tmp/ratio"
-CHORUS_TUNING_FILE=$tmp/ratio CHORUS_LOG_LEVEL=INFO CHORUS_LOG_SUBSYS=TUNING timeout 60 "$run" -n 2 "$perf" barrier \
-    -n 1 -w 0 -c 0 > "$tmp/ratio.out" 2>&1
+CHORUS_TUNING_FILE=$tmp/ratio CHORUS_TUNE_CALIBRATE=1 CHORUS_LOG_LEVEL=INFO CHORUS_LOG_SUBSYS=TUNING timeout 60 \
+    "$run" -n 2 "$perf" barrier -n 1 -w 0 -c 0 > "$tmp/ratio.out" 2>&1
 copy=$(grep -o 'measured at init.* copy [0-9.]*/[0-9.]* GB/s' "$tmp/ratio.out" | head -1 | sed 's/.* copy //; s/ GB.s//')
 echo "copy cache/memory at init: ${copy:-none}"
 check "memory copy rate keeps the file's ratio to the measured cache rate (got ${copy:-none})" \
