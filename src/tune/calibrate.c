@@ -312,7 +312,8 @@ static void tune_scale_memory(double *figure, double was)
  * in full: scaled, the 4-rank direct algorithms from 16 MiB measured 0.61 to 0.75 of their predictions,
  * kept 0.79 to 0.90 (docs/tuning.md, "Single-copy profile"). Keeping them on 2 ranks too, with a file of
  * each communicator's own share (tune_file_use_share), made no difference beyond the runs' noise
- * (docs/tuning.md, "Figures per share of the cores"). */
+ * (docs/tuning.md, "Figures per share of the cores"). By default, a file measured on this machine at the
+ * communicator's share skips the measurement at init altogether (tune_setup). */
 static void tune_scale_memory_figures(tune_params_t *tp, const tune_params_t *was)
 {
     for (int l = 0; l < TUNE_LINK_COUNT; l++) {
@@ -390,7 +391,8 @@ chorus_result_t tune_setup(prims_t *p, tune_state_t *ts, int calibrate, char *er
     if (calibrate == TUNE_CALIBRATE_AUTO) {
         /* A tuning file measured here at this share holds chorus-tune's figures, the medians of three
          * passes of batches of 16 calls; the init's few milliseconds add a snapshot of the moment, which
-         * priced the calls of the grid further from their times (docs/tuning.md, "Where they come from"). */
+         * priced the calls of the grid further from their times (docs/tuning.md, "A copy profile of its
+         * own"). */
         double s = tune_share(&ts->comm);
         int32_t here = me == 0 && !err[0] && tune_file_measured_here(&ts->file, s);
         coll_args_t decide = {.coll = COLL_BROADCAST, .sendbuf = &here, .recvbuf = &here, .count = sizeof(here),
