@@ -36,5 +36,6 @@ algo_cost_t broadcast_cma_cost(const algo_shape_t *s)
     /* The readers' reads, and beside them the root's copy of n to its own output. Of the p - 1 readers of
      * the root's buffer one finds it at rest and the others in the cache after it: per reader n / (p - 1)
      * read as the single-copy AllToAll reads (algo_cost_t.read), the rest at the single-copy rate. */
-    return (algo_cost_t){.link = ALGO_LINK_CMA, .steps = 2, .bytes = n, .read = n / (s->p - 1), .beside_copied = n};
+    return (algo_cost_t){.link = ALGO_LINK_CMA, .steps = 2, .bytes = n, .read = s->p > 1 ? n / (s->p - 1) : 0,
+                         .beside_copied = n};
 }
