@@ -15,6 +15,7 @@
 #include "platform/host.h"
 #include "transport/shm/arena.h"
 #include "tune/tune.h"
+#include "util/copy.h"
 #include "util/params.h"
 
 static void usage(FILE *out)
@@ -189,6 +190,8 @@ int main(int argc, char **argv)
     if (tc.slot < 0) /* CHORUS_SHM_SLOT_SIZE=auto, as rank 0 of a communicator of these ranks would take it */
         tc.slot = (double)shm_arena_auto_slot_bytes(
             host_l2_bytes(), tc.ranks_per_host > 0 ? tc.ranks_per_host : tc.nranks, tc.cores);
+    /* Where outputs stream, as on a host of these ranks here (copy_streams). */
+    tc.cache_share = copy_cache_share(host_l3_bytes(), tc.ranks_per_host > 0 ? tc.ranks_per_host : tc.nranks);
     tc.caps = (algo_caps_t){.nranks = tc.nranks, .direct = arena, .single_copy = arena, .hosts = hosts,
                             .per_host = hosts > 1 ? tc.ranks_per_host : 0, .hosts_consecutive = 1};
     tune_comm_set_cores(&tc, tc.cores);

@@ -67,6 +67,7 @@ typedef struct algo_shape {
     int shared;   /* ranks outnumber the cores of their host: work that overlaps elsewhere adds up here */
     int hosts;    /* hosts the ranks are on (0: not known, one) */
     int per_host; /* ranks on the busiest host (0: not known) */
+    double cache_share; /* the host's last-level cache over its ranks (copy_streams; 0: not known) */
 } algo_shape_t;
 
 typedef struct algo_cost {
@@ -120,10 +121,14 @@ static inline int algo_pow2_floor(int p)
     while (v * 2 <= p) v *= 2;
     return v;
 }
-/* What of `bytes` copied piece by piece into an output of `whole` bytes (copy_out_part) streams. */
-static inline double algo_streamed_part(double bytes, double whole) { return whole >= COPY_STREAM_MIN ? bytes : 0; }
-/* What of one copy_out of `bytes` streams: all of it from COPY_STREAM_MIN, else nothing. */
-static inline double algo_streamed(double bytes) { return algo_streamed_part(bytes, bytes); }
+/* What of `bytes` copied piece by piece into an output of `whole` bytes (copy_out_part with
+ * prims_stream_whole) streams. */
+static inline double algo_streamed_part(const algo_shape_t *s, double bytes, double whole)
+{
+    return copy_streams(whole, s->cache_share) ? bytes : 0;
+}
+/* What of one such copy of `bytes` streams: all of it or nothing. */
+static inline double algo_streamed(const algo_shape_t *s, double bytes) { return algo_streamed_part(s, bytes, bytes); }
 /* Pieces of at most `unit` bytes that n bytes take (at least 1). */
 static inline double algo_pieces(double n, double unit) { return unit > 0 && n > unit ? __builtin_ceil(n / unit) : 1; }
 

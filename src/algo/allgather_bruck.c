@@ -26,8 +26,8 @@ chorus_result_t allgather_bruck(prims_t *p, const coll_args_t *a)
                              (size_t)nblocks * block));
     }
     size_t head = (size_t)(n - rank) * block; /* positions 0 .. n - rank - 1: ranks rank .. n - 1 */
-    copy_out((char *)a->recvbuf + (size_t)rank * block, tmp, head);
-    copy_out(a->recvbuf, tmp + head, (size_t)rank * block);
+    prims_copy_out(p, (char *)a->recvbuf + (size_t)rank * block, tmp, head, block * (size_t)n);
+    prims_copy_out(p, a->recvbuf, tmp + head, (size_t)rank * block, block * (size_t)n);
     return CHORUS_SUCCESS;
 }
 

@@ -25,7 +25,7 @@ static chorus_result_t push_block(prims_t *p, const char *src, size_t bytes, cha
     if (!chunk) chunk = bytes;
     for (size_t done = 0; done < bytes; done += chunk) {
         size_t len = CHORUS_MIN(chunk, bytes - done);
-        if (own) copy_out_part(own + done, src + done, len, bytes);
+        if (own) copy_out_part(own + done, src + done, len, prims_stream_whole(p, bytes * (size_t)n));
         for (int i = 1; i < n; i++) {
             int q = (rank + i) % n;
             const uint64_t *peer = slots[q];
@@ -53,7 +53,7 @@ chorus_result_t allgather_cma(prims_t *p, const coll_args_t *a)
     /* The own block's copy while the peers arrive, unless it is to bring a chunk into cache for its writes
      * (a block of one chunk stays there meanwhile). */
     int copied = own == a->sendbuf || !push || bytes <= prims_chunk_bytes(p);
-    if (own != a->sendbuf && copied) copy_out(own, a->sendbuf, bytes);
+    if (own != a->sendbuf && copied) prims_copy_out(p, own, a->sendbuf, bytes, bytes * (size_t)n);
     CHECK(prims_direct_wait_all(p, &slots));
     if (push) CHECK(push_block(p, a->sendbuf, bytes, copied ? NULL : own, slots));
     for (int i = 1; i < n; i++) {
@@ -69,7 +69,7 @@ algo_cost_t allgather_cma_cost(const algo_shape_t *s)
 {
     int p = s->p;
     double n = s->n;
-    /* The own block's copy streams from COPY_STREAM_MIN (copy_out). */
+    /* The own block's copy streams where the output is large for the cache (prims_copy_out). */
     return (algo_cost_t){.link = ALGO_LINK_CMA, .steps = 2, .bytes = (p - 1.0) / p * n, .copied = n / p,
-                         .streamed = algo_streamed(n / p)};
+                         .streamed = algo_streamed_part(s, n / p, n)};
 }

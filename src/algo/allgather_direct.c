@@ -3,7 +3,7 @@
  * its arena slot, then copies every other rank's chunk into its place in the output, and its own straight
  * from its input (not at all in place): the input and the output are the user's buffers, placed alike,
  * where the slot is page-aligned and a copy between different offsets is the slower one (util/copy.h).
- * Copies into the output stream past the cache from an output of COPY_STREAM_MIN (copy_out_part).
+ * Copies into the output stream past the cache where it is too large for it (prims_stream_whole).
  *
  * Steps: 1 synchronisation per chunk (ceil(n / (p slot))). Bytes per rank: n/p copied in, n copied out;
  * nothing crosses a connection. Restrictions: direct access (every rank on one host, sharing the host
@@ -20,7 +20,7 @@ chorus_result_t allgather_direct(prims_t *p, const coll_args_t *a)
     const char *in = a->sendbuf;
     char *out = a->recvbuf;
     /* Nothing reads the output back, in place either (only the own block was read, and stays). */
-    size_t whole = a->count * elem * (size_t)prims_nranks(p);
+    size_t whole = prims_stream_whole(p, a->count * elem * (size_t)prims_nranks(p));
     for (size_t off = 0; off < a->count; off += per) {
         size_t bytes = CHORUS_MIN(per, a->count - off) * elem;
         const void *const *slots;
@@ -43,5 +43,5 @@ algo_cost_t allgather_direct_cost(const algo_shape_t *s)
     int p = s->p;
     double n = s->n;
     return (algo_cost_t){.link = ALGO_LINK_ARENA, .steps = algo_pieces(n, p * s->slot), .bytes = (p - 1.0) / p * n,
-                         .copied = 2 * n / p, .streamed = algo_streamed_part(n / p, n)};
+                         .copied = 2 * n / p, .streamed = algo_streamed_part(s, n / p, n)};
 }

@@ -54,7 +54,7 @@ chorus_result_t allgather_hier(prims_t *p, const coll_args_t *a)
     if (h.pos > 0) {
         res = prims_send(p, h.local[0], a->sendbuf, block);
     } else {
-        if (a->sendbuf != out + (size_t)me * block) copy_out(out + (size_t)me * block, a->sendbuf, block);
+        if (a->sendbuf != out + (size_t)me * block) prims_copy_out(p, out + (size_t)me * block, a->sendbuf, block, block * (size_t)prims_nranks(p));
         for (int i = 1; i < h.nlocal && res == CHORUS_SUCCESS; i++)
             res = prims_recv(p, h.local[i], out + (size_t)h.local[i] * block, block);
         for (int s = 1; s < h.nhosts && res == CHORUS_SUCCESS; s++) res = allgather_hier_exchange(p, &h, s, out, block);
@@ -75,7 +75,7 @@ algo_cost_t allgather_hier_cost(const algo_shape_t *s)
     /* By level: the leaders' exchanges; inside each host the gather into the leader (one way) and the chain
      * down (an exchange for a middle rank, one way for a chain of two). */
     return (algo_cost_t){.link = ALGO_LINK_NET, .steps = h - 1, .bytes = (h - 1) / h * n, .copied = n / s->p,
-                         .streamed = algo_streamed(n / s->p),
+                         .streamed = algo_streamed_part(s, n / s->p, n),
                          .inside_steps = l > 1 ? (l - 1) + (l - 1 + k - 1) : 0, .inside_bytes = l > 2 ? n : 0,
                          .inside_oneway = (l - 1) / s->p * n + (l == 2 ? n : 0)};
 }

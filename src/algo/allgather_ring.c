@@ -26,7 +26,7 @@ algo_cost_t allgather_ring_cost(const algo_shape_t *s)
 {
     int p = s->p;
     double n = s->n;
-    /* The own block's copy streams from COPY_STREAM_MIN (copy_out). */
+    /* The own block's copy streams where the output is large for the cache (prims_copy_out). */
     return (algo_cost_t){.link = ALGO_LINK_NET, .steps = p - 1.0, .bytes = (p - 1.0) / p * n, .copied = n / p,
-                         .streamed = algo_streamed(n / p)};
+                         .streamed = algo_streamed_part(s, n / p, n)};
 }

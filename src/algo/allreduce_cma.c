@@ -12,7 +12,7 @@
  * cost: lines another core has just written cross between the cores' caches, and on a Xeon virtual
  * machine process_vm_readv of 512 KiB that the peer had just rewritten ran at 12 GB/s, against 29 for
  * the same bytes left alone. The one exception: where a rank's output is out of place, is a
- * chorus_mem_alloc buffer its peers map and its slice is COPY_STREAM_MIN or more, it says so, and its
+ * chorus_mem_alloc buffer its peers map and its slice is large enough to stream (prims_stream_whole), it says so, and its
  * peers read its slice out of the mapping after a phase instead, a copy that streams past their caches
  * (process_vm_writev's does not: 2 ranks, 64 MiB, 8.7 ms against 11.8).
  *
@@ -46,7 +46,7 @@ chorus_result_t allreduce_cma(prims_t *p, const coll_args_t *a)
     CHECK(prims_direct_begin(p, (void **)&slot));
     slot[0] = prims_direct_share(p, a->sendbuf, bytes);
     slot[1] = prims_direct_share(p, out, bytes);
-    slot[2] = out != a->sendbuf && cnt * red.elem >= COPY_STREAM_MIN && prims_direct_in_shared_memory(out, bytes);
+    slot[2] = out != a->sendbuf && prims_stream_whole(p, cnt * red.elem) && prims_direct_in_shared_memory(out, bytes);
     prims_direct_publish(p, 3 * sizeof(*slot));
     CHECK(prims_direct_wait_all(p, &slots));
     int pulled = 0;

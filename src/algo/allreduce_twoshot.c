@@ -7,7 +7,7 @@
  *
  * Steps: 2 synchronisations per slot-sized chunk. Bytes per rank: (p-1)/p n copied in, n read while combining,
  * n/p written (slot to slot: in cache however large n is), n copied out (out of place, streamed past the
- * cache from COPY_STREAM_MIN: copy_out_part); nothing crosses a connection.
+ * cache where it is too large for it: prims_stream_whole); nothing crosses a connection.
  * Restrictions: direct access (every rank on one host, sharing the host arena).
  */
 #include "algo/direct.h"
@@ -24,5 +24,5 @@ algo_cost_t allreduce_twoshot_cost(const algo_shape_t *s)
     return (algo_cost_t){.link = ALGO_LINK_ARENA, .steps = 2 * algo_pieces(n, s->slot),
                          .bytes = 2.0 * (p - 1) / p * n, .copied = n, .reduced = (p - 1.0) / p * n,
                          .slot_bytes = (p - 1.0) / p * n, .slot_reduced = (p - 1.0) / p * n,
-                         .streamed = algo_streamed_part(n / p, n)};
+                         .streamed = algo_streamed_part(s, n / p, n)};
 }

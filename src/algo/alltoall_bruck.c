@@ -44,7 +44,8 @@ chorus_result_t alltoall_bruck(prims_t *p, const coll_args_t *a)
     }
     char *recv = a->recvbuf;
     for (int j = 0; j < n; j++)
-        copy_out(recv + (size_t)plan_mod(rank - j, n) * block, tmp + (size_t)j * block, block);
+        prims_copy_out(p, recv + (size_t)plan_mod(rank - j, n) * block, tmp + (size_t)j * block, block,
+                       block * (size_t)n);
     return CHORUS_SUCCESS;
 }
 

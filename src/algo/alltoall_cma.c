@@ -32,7 +32,7 @@ chorus_result_t alltoall_cma(prims_t *p, const coll_args_t *a)
     prims_direct_publish(p, sizeof(*slot));
     /* In place the output was just read into scratch and sits in the cache: no streaming past it. */
     if (in == a->sendbuf)
-        copy_out(out + (size_t)rank * bytes, in + (size_t)rank * bytes, bytes);
+        prims_copy_out(p, out + (size_t)rank * bytes, in + (size_t)rank * bytes, bytes, bytes * (size_t)n);
     else
         copy_bytes(out + (size_t)rank * bytes, in + (size_t)rank * bytes, bytes);
     CHECK(prims_direct_wait_all(p, &slots));
@@ -49,7 +49,7 @@ algo_cost_t alltoall_cma_cost(const algo_shape_t *s)
 {
     int p = s->p;
     double n = s->n;
-    /* The own block's copy streams from COPY_STREAM_MIN (copy_out). */
+    /* The own block's copy streams where the output is large for the cache (prims_copy_out). */
     return (algo_cost_t){.link = ALGO_LINK_CMA, .steps = 2, .bytes = (p - 1.0) / p * n, .read = (p - 1.0) / p * n,
-                         .copied = n / p, .streamed = algo_streamed(n / p)};
+                         .copied = n / p, .streamed = algo_streamed_part(s, n / p, n)};
 }

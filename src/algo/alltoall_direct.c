@@ -2,8 +2,8 @@
  * Direct AllToAll, inside one host: per chunk, every rank copies the chunk of each of its p - 1 send blocks
  * meant for the others into its arena slot (the slot holds p pieces), then copies piece `rank` of every
  * other rank's slot into that rank's block of its output; its own block goes straight from its send
- * buffer to its output. Out of place, copies into the output stream past the cache from an output of
- * COPY_STREAM_MIN (copy_out_part).
+ * buffer to its output. Out of place, copies into the output stream past the cache where it is too
+ * large for it (prims_stream_whole).
  *
  * Steps: 1 synchronisation per chunk (ceil(n / slot)). Bytes per rank: (p-1)/p n copied in, (p-1)/p n
  * copied out of the peers' slots, n/p copied locally; nothing crosses a connection. In place works: a
@@ -21,7 +21,7 @@ chorus_result_t alltoall_direct(prims_t *p, const coll_args_t *a)
     const char *in = a->sendbuf;
     char *out = a->recvbuf;
     /* In place, each chunk of the output was read into the slot just before: in cache, not streamed. */
-    size_t whole = in != out ? a->count * elem * (size_t)n : 0;
+    size_t whole = in != out ? prims_stream_whole(p, a->count * elem * (size_t)n) : 0;
     for (size_t off = 0; off < a->count; off += per) {
         size_t piece = CHORUS_MIN(per, a->count - off) * elem, own = ((size_t)rank * a->count + off) * elem;
         const void *const *slots;
@@ -42,5 +42,5 @@ algo_cost_t alltoall_direct_cost(const algo_shape_t *s)
     int p = s->p;
     double n = s->n;
     return (algo_cost_t){.link = ALGO_LINK_ARENA, .steps = algo_pieces(n, s->slot), .bytes = (p - 1.0) / p * n,
-                         .copied = n, .streamed = algo_streamed_part(n / p, n)};
+                         .copied = n, .streamed = algo_streamed_part(s, n / p, n)};
 }

@@ -22,7 +22,8 @@ chorus_result_t alltoall_source(prims_t *p, const coll_args_t *a, const char **s
         copy_bytes(copy, a->sendbuf, block * (size_t)n);
         *send_p = copy;
     } else {
-        copy_out((char *)a->recvbuf + (size_t)rank * block, (const char *)a->sendbuf + (size_t)rank * block, block);
+        prims_copy_out(p, (char *)a->recvbuf + (size_t)rank * block, (const char *)a->sendbuf + (size_t)rank * block, block,
+                       block * (size_t)n);
     }
     return CHORUS_SUCCESS;
 }
@@ -47,7 +48,7 @@ algo_cost_t alltoall_pairwise_cost(const algo_shape_t *s)
 {
     int p = s->p;
     double n = s->n;
-    /* The own block's copy streams from COPY_STREAM_MIN (copy_out). */
+    /* The own block's copy streams where the output is large for the cache (prims_copy_out). */
     return (algo_cost_t){.link = ALGO_LINK_NET, .steps = p - 1.0, .bytes = (p - 1.0) / p * n, .copied = n / p,
-                         .streamed = algo_streamed(n / p)};
+                         .streamed = algo_streamed_part(s, n / p, n)};
 }

@@ -24,7 +24,7 @@ chorus_result_t alltoall_ring(prims_t *p, const coll_args_t *a)
      * is written. */
     for (int i = 0; i < n - 1; i++)
         copy_bytes(bundle[0] + (size_t)i * block, send + (size_t)plan_mod(rank + 1 + i, n) * block, block);
-    if (send != recv) copy_out(recv + (size_t)rank * block, send + (size_t)rank * block, block);
+    if (send != recv) prims_copy_out(p, recv + (size_t)rank * block, send + (size_t)rank * block, block, block * (size_t)n);
     const char *out = bundle[0];
     for (int s = 1; s < n; s++) {
         int to, from, src, nblocks;
@@ -43,5 +43,5 @@ algo_cost_t alltoall_ring_cost(const algo_shape_t *s)
     int p = s->p;
     double n = s->n;
     return (algo_cost_t){.link = ALGO_LINK_NET, .steps = p - 1.0, .bytes = (p - 1.0) / 2 * n,
-                         .copied = (2.0 * p - 1) / p * n, .streamed = algo_streamed(n / p)};
+                         .copied = (2.0 * p - 1) / p * n, .streamed = algo_streamed_part(s, n / p, n)};
 }

@@ -21,7 +21,7 @@ chorus_result_t broadcast_cma(prims_t *p, const coll_args_t *a)
     slot[0] = rank == a->root ? prims_direct_share(p, a->sendbuf, bytes) : 0;
     prims_direct_publish(p, sizeof(*slot));
     if (rank == a->root) {
-        if (a->sendbuf != a->recvbuf) copy_out(a->recvbuf, a->sendbuf, bytes);
+        if (a->sendbuf != a->recvbuf) prims_copy_out(p, a->recvbuf, a->sendbuf, bytes, bytes);
     } else {
         CHECK(prims_direct_wait(p, a->root, &theirs));
         CHECK(prims_direct_read(p, a->root, *(const uint64_t *)theirs, a->recvbuf, bytes, 1));

@@ -2,9 +2,10 @@
  * Direct Broadcast, inside one host: per slot-sized chunk, the root copies the chunk into its arena slot
  * and every other rank copies it out; the two slots alternate, so the root fills the next chunk while
  * the others read this one. Out of place, the root copies each chunk to its own output after publishing
- * it, from its input rather than from the slot the others are reading. Copies into an output of
- * COPY_STREAM_MIN and up stream past the cache (copy_out_part): 2 ranks took 0.74 to 0.95 of the time
- * from 1 to 64 MiB, 4 ranks 0.62 to 0.94 from 4 MiB (docs/design.md, Copies).
+ * it, from its input rather than from the slot the others are reading. Copies into an output too large
+ * for the host's cache stream past it (copy_out_part, prims_stream_whole): 2 ranks took 0.74 to 0.95 of
+ * the time from 1 to 64 MiB, 4 ranks 0.62 to 0.94 from 4 MiB on a Xeon virtual machine (docs/design.md,
+ * Copies).
  *
  * Up to PRIMS_DIRECT_INLINE_BYTES the data travels in the phase's stamp (prims_direct_begin_inline),
  * and the root does not wait for the readers of its earlier broadcasts: it runs up to the arena's ring
@@ -47,6 +48,7 @@ chorus_result_t broadcast_direct(prims_t *p, const coll_args_t *a)
     char *out = a->recvbuf;
     size_t whole = a->count * elem;
     if (whole <= PRIMS_DIRECT_INLINE_BYTES) return broadcast_inline(p, a, whole);
+    size_t stream = prims_stream_whole(p, whole);
     for (size_t off = 0; off < a->count; off += per) {
         size_t bytes = CHORUS_MIN(per, a->count - off) * elem;
         void *slot;
@@ -55,11 +57,11 @@ chorus_result_t broadcast_direct(prims_t *p, const coll_args_t *a)
         if (rank == a->root) copy_bytes(slot, in + off * elem, bytes);
         prims_direct_publish(p, rank == a->root ? bytes : 0);
         if (rank == a->root) {
-            if (in != out) copy_out_part(out + off * elem, in + off * elem, bytes, whole);
+            if (in != out) copy_out_part(out + off * elem, in + off * elem, bytes, stream);
             continue;
         }
         CHECK(prims_direct_wait(p, a->root, &theirs));
-        copy_out_part(out + off * elem, theirs, bytes, whole);
+        copy_out_part(out + off * elem, theirs, bytes, stream);
     }
     return CHORUS_SUCCESS;
 }

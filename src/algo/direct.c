@@ -89,7 +89,7 @@ chorus_result_t direct_twoshot(prims_t *p, const coll_args_t *a, int everyone)
     int receiver = everyone || prims_rank(p) == a->root;
     /* In place, each chunk of the output was read into the slot just before: in cache, not streamed (4
      * ranks in place at 16 MiB: 8.5 ms streamed against 8.1). */
-    size_t whole = a->sendbuf != a->recvbuf ? a->count * red.elem : 0;
+    size_t whole = a->sendbuf != a->recvbuf ? prims_stream_whole(p, a->count * red.elem) : 0;
     for (size_t off = 0; off < a->count; off += per) {
         size_t cnt = CHORUS_MIN(per, a->count - off);
         CHECK(direct_reduce_scatter_chunk(p, (const char *)a->sendbuf + off * red.elem, cnt, &red));

@@ -13,6 +13,14 @@
 int prims_rank(const prims_t *p) { return p->rank; }
 int prims_nranks(const prims_t *p) { return p->nranks; }
 size_t prims_chunk_bytes(const prims_t *p) { return p->chunk_bytes; }
+size_t prims_stream_whole(const prims_t *p, size_t whole)
+{
+    return copy_streams((double)whole, (double)p->cache_share) ? whole : 0;
+}
+void prims_copy_out(const prims_t *p, void *dst, const void *src, size_t n, size_t whole)
+{
+    copy_out_part(dst, src, n, prims_stream_whole(p, whole));
+}
 
 chorus_result_t prims_scratch(prims_t *p, int slot, size_t bytes, void **buf_p)
 {

@@ -32,6 +32,12 @@ int prims_nranks(const prims_t *p);
 /* The host a rank runs on: hosts are numbered 0, 1, ... in the order of their lowest ranks. */
 int prims_host_of(const prims_t *p, int rank);
 size_t prims_chunk_bytes(const prims_t *p);
+/* What an algorithm passes copy_out_part as the whole of an output of `whole` bytes per rank: whole where
+ * it streams on this communicator's host (copy_streams), else 0. */
+size_t prims_stream_whole(const prims_t *p, size_t whole);
+/* copy_out on this communicator's host: n bytes into an output of `whole` bytes per rank that nothing
+ * reads back within the collective, streamed where prims_stream_whole(whole) says so. */
+void prims_copy_out(const prims_t *p, void *dst, const void *src, size_t n, size_t whole);
 /* Scratch memory owned by the communicator, valid until the operation ends; slot 0 and 1 are independent
  * buffers (for double buffering). Contents are undefined. */
 chorus_result_t prims_scratch(prims_t *p, int slot, size_t bytes, void **buf_p);

@@ -191,7 +191,7 @@ static chorus_result_t direct_copy_failed(prims_t *p, int peer, const char *what
 
 chorus_result_t prims_direct_read(prims_t *p, int peer, uint64_t addr, void *dst, size_t bytes, int out)
 {
-    int e = shm_arena_read(p->arena, peer, addr, dst, bytes, out);
+    int e = shm_arena_read(p->arena, peer, addr, dst, bytes, out && prims_stream_whole(p, bytes));
     return e ? direct_copy_failed(p, peer, "read", bytes, e) : CHORUS_SUCCESS;
 }
 

@@ -45,6 +45,7 @@ struct prims {
     const int *host_of;                    /* by rank: its host (prims_host_of) */
     progress_engine_t *engine;
     size_t chunk_bytes;
+    size_t cache_share; /* the host's last-level cache over its ranks, for copy_streams (0: not known) */
     /* The operation in progress (set by the core before it runs an algorithm). */
     int64_t deadline_ns;
     uint32_t tag;

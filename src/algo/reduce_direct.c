@@ -6,7 +6,7 @@
  *
  * Steps: 2 synchronisations per chunk. Bytes per rank: (p-1)/p n copied in, n read while combining, n/p written
  * (slot to slot: in cache however large n is); the root copies n out (out of place, streamed past the
- * cache from COPY_STREAM_MIN: copy_out_part). Nothing crosses a connection.
+ * cache where it is too large for it: prims_stream_whole). Nothing crosses a connection.
  * Restrictions: direct access (every rank on one host, sharing the host arena).
  */
 #include "algo/direct.h"
@@ -23,5 +23,5 @@ algo_cost_t reduce_direct_cost(const algo_shape_t *s)
                          .bytes = 2.0 * (p - 1) / p * n, .copied = (p - 1.0) / p * n + n / p + n,
                          .reduced = (p - 1.0) / p * n,
                          .slot_bytes = (p - 1.0) / p * n, .slot_reduced = (p - 1.0) / p * n,
-                         .streamed = algo_streamed(n)};
+                         .streamed = algo_streamed(s, n)};
 }

@@ -7,6 +7,8 @@
 
 #include "core/comm.h"
 #include "core/comm_info.h"
+#include "platform/host.h"
+#include "util/copy.h"
 #include "util/log.h"
 
 /* Nothing else is in flight at init: a tag no collective or point-to-point message carries. */
@@ -44,7 +46,9 @@ chorus_result_t comm_tune_init(chorus_comm_t comm, int ranks_per_host, int partn
                                       .hosts = comm->nhosts,
                                       .per_host = ranks_per_host},
                              .chunk = (double)comm->params.chunk_size,
-                             .slot = (double)prims_direct_bytes(p)};
+                             .slot = (double)prims_direct_bytes(p),
+                             .cache_share = copy_cache_share(host_l3_bytes(), ranks_per_host)};
+    p->cache_share = (size_t)ts->comm.cache_share;
     int runs = 1; /* runs of consecutive ranks on one host */
     for (int r = 1; r < comm->nranks; r++) runs += comm->host_of[r] != comm->host_of[r - 1];
     ts->comm.caps.hosts_consecutive = runs == comm->nhosts;

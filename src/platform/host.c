@@ -52,14 +52,14 @@ void host_identity(const char *override, char *out, size_t len)
     snprintf(out, len, "%.32s-%016llx", name, (unsigned long long)h);
 }
 
-size_t host_l2_bytes(void)
+static size_t host_cache_bytes(int level)
 {
     int cpu = sched_getcpu();
     for (int i = 0; i < 8; i++) {
         char path[96], text[32] = "", type[32] = "";
         snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/cache/index%d/", cpu < 0 ? 0 : cpu, i);
         if (!host_read_line(path, "level", text, sizeof(text))) break;
-        if (atoi(text) != 2 || !host_read_line(path, "type", type, sizeof(type)) || strncmp(type, "Instruction", 11) == 0)
+        if (atoi(text) != level || !host_read_line(path, "type", type, sizeof(type)) || strncmp(type, "Instruction", 11) == 0)
             continue;
         if (!host_read_line(path, "size", text, sizeof(text))) break;
         char *end;
@@ -67,6 +67,9 @@ size_t host_l2_bytes(void)
         unsigned long mult = *end == 'K' ? 1ul << 10 : *end == 'M' ? 1ul << 20 : 1;
         if (v) return (size_t)v * mult;
     }
-    long v = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    long v = sysconf(level == 2 ? _SC_LEVEL2_CACHE_SIZE : _SC_LEVEL3_CACHE_SIZE);
     return v > 0 ? (size_t)v : 0;
 }
+
+size_t host_l2_bytes(void) { return host_cache_bytes(2); }
+size_t host_l3_bytes(void) { return host_cache_bytes(3); }

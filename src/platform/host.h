@@ -14,5 +14,8 @@ void host_identity(const char *override, char *out, size_t len);
 /* The level-2 cache of the processor this thread runs on, in bytes (sysfs, else the C library's
  * figure); 0 when neither knows. */
 size_t host_l2_bytes(void);
+/* The same for the level-3 cache. A virtual machine is told of its host's whole L3 (260 and 480 MiB on
+ * two Xeon virtual machines with 2 cores). */
+size_t host_l3_bytes(void);
 
 #endif

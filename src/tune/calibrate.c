@@ -241,7 +241,7 @@ static chorus_result_t tune_measure_arena(prims_t *p, tune_state_t *ts, const tu
         for (int w = 0; w < nways; w++) {
             double *rate = w == 0 ? tp->beta[TUNE_LINK_ARENA] : w == 1 ? tp->beta_cma : tp->beta_cma_read;
             algo_shape_t shape = {.p = n, .n = (double)each[r] * n, .chunk = ts->comm.chunk, .slot = ts->comm.slot,
-                                  .shared = ts->comm.caps.oversubscribed};
+                                  .shared = ts->comm.caps.oversubscribed, .cache_share = ts->comm.cache_share};
             algo_cost_t c = costs[w](&shape);
             double rest = t[r][w] / share - c.steps * tp->alpha[TUNE_LINK_ARENA] -
                           (c.copied - c.streamed) / tp->beta_copy[r] -

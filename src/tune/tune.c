@@ -140,7 +140,7 @@ double tune_stream_per_byte(const tune_params_t *tp, double copy_per_byte)
 static double predict(const tune_params_t *tp, const tune_comm_t *tc, const algo_desc_t *d, double n, int mapped)
 {
     algo_shape_t shape = {.p = tc->nranks, .n = n, .chunk = tc->chunk, .slot = tc->slot, .shared = tc->caps.oversubscribed,
-                          .hosts = tc->caps.hosts, .per_host = tc->caps.per_host};
+                          .hosts = tc->caps.hosts, .per_host = tc->caps.per_host, .cache_share = tc->cache_share};
     algo_cost_t c = d->cost(&shape);
     tune_link_t link = c.link == ALGO_LINK_NET ? tc->net : TUNE_LINK_ARENA;
     /* The memory shares: the arena profile's for the links, the copy profile's for local copies and sums. */

@@ -72,6 +72,7 @@ typedef struct tune_params {
 typedef struct tune_comm {
     int nranks;
     int ranks_per_host; /* on the busiest host */
+    double cache_share; /* its last-level cache over its ranks, where outputs start to stream (copy_streams) */
     int cores;          /* of rank 0's host (tune_comm_set_cores) */
     tune_link_t net;    /* what the pair connections' slowest hop is: SHM on one host, TCP across hosts */
     tune_link_t inside; /* across hosts, what connects a host's ranks (rank 0's with its own host's): SHM,

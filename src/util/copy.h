@@ -36,6 +36,30 @@ void copy_bytes(void *dst, const void *src, size_t n);
 /* From here copy_out streams: twice the largest per-core L2 measured (2 MiB). */
 #define COPY_STREAM_MIN (4u << 20)
 
+/* Whether the outputs of a collective whose output on each rank is `whole` bytes stream: from
+ * COPY_STREAM_MIN, once the host's outputs fill its last-level cache: whole at least cache_share, that
+ * cache over the ranks on the host (copy_cache_share; 0 where not known). Below, plain stores win, the
+ * outputs staying in cache for whoever reads them next: on an AMD EPYC virtual machine (32 MiB of L3),
+ * 2 ranks' direct AllGather, Broadcast and AllToAll of 4 MiB took 0.4 to 0.5 of the time with plain
+ * stores, of 8 MiB 0.6 to 0.8, while from 16 MiB (4 ranks: from 8 MiB) streaming won as before
+ * (docs/design.md, Copies). */
+static inline int copy_streams(double whole, double cache_share)
+{
+    return whole >= COPY_STREAM_MIN && whole >= cache_share;
+}
+
+/* The largest last-level cache copy_cache_share believes: a virtual machine is told of its host's whole
+ * L3 (host_l3_bytes), of which it sees a share. */
+#define COPY_CACHE_MAX (32u << 20)
+
+/* A rank's share of its host's last-level cache of l3_bytes (0: not known, taken as COPY_CACHE_MAX), at
+ * most COPY_CACHE_MAX, among `ranks` ranks. */
+static inline double copy_cache_share(size_t l3_bytes, int ranks)
+{
+    double cache = l3_bytes > 0 && l3_bytes < COPY_CACHE_MAX ? (double)l3_bytes : (double)COPY_CACHE_MAX;
+    return cache / (ranks > 1 ? ranks : 1);
+}
+
 /* copy_bytes into a destination nothing reads back soon: large copies stream past the cache. */
 void copy_out(void *dst, const void *src, size_t n);
 

@@ -57,6 +57,19 @@ int main(void)
                     TEST_ASSERT(0, "%s of %zu bytes, source +5, destination +%zu differs", names[c], sizes[k], doff);
     }
     TEST_ASSERT(bad == 0, "%d copies differed from memcpy", bad);
+
+    /* Where outputs stream: a host's share of a last-level cache, never more than COPY_CACHE_MAX (a virtual
+     * machine is told of its host's whole L3), and outputs from COPY_STREAM_MIN that fill that share. */
+    const double mib = 1 << 20;
+    TEST_ASSERT(copy_cache_share(32u << 20, 2) == 16 * mib, "a 32 MiB L3 among 2 ranks: %g", copy_cache_share(32u << 20, 2));
+    TEST_ASSERT(copy_cache_share((size_t)480 << 20, 4) == COPY_CACHE_MAX / 4.0, "a VM's 480 MiB among 4 ranks: %g",
+                copy_cache_share((size_t)480 << 20, 4));
+    TEST_ASSERT(copy_cache_share(0, 1) == COPY_CACHE_MAX, "an unknown L3: %g", copy_cache_share(0, 1));
+    TEST_ASSERT(copy_cache_share(8u << 20, 0) == 8 * mib, "no ranks counted as one: %g", copy_cache_share(8u << 20, 0));
+    TEST_ASSERT(!copy_streams(8 * mib, 16 * mib) && copy_streams(16 * mib, 16 * mib), "2 ranks on 32 MiB: from 16 MiB");
+    TEST_ASSERT(!copy_streams(COPY_STREAM_MIN - 1, 0) && copy_streams(COPY_STREAM_MIN, 0),
+                "no cache known: from COPY_STREAM_MIN");
+    TEST_ASSERT(!copy_streams(2 * mib, 1 * mib), "below COPY_STREAM_MIN, whatever the cache");
     free(src);
     free(dst);
     return test_report();
