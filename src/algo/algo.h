@@ -198,15 +198,28 @@ const algo_desc_t *algo_first_supported(coll_kind_t coll, const algo_caps_t *cap
  * none or not applicable). algo_for_shared_buffers: from algo_shared_min up (ALGO_SHARED_MIN, or
  * ALGO_SHARED_SEEN_MIN on up to ALGO_SHARED_SEEN_RANKS ranks once *seen, a communicator's flag set when
  * every rank's buffers were shared in a call), the ranks agree (one phase) whether every rank's buffers
- * lie in such memory, and if so *algo_p becomes that one. */
+ * lie in such memory, and if so *algo_p becomes that one. Until they once all said yes, they ask only at
+ * some of those calls (algo_shared_ask): the agreement is a barrier, which keeps a rank from starting
+ * its next call while its peers still read its last one. */
 #define ALGO_SHARED_MIN ((size_t)1 << 20)
 #define ALGO_SHARED_SEEN_MIN ((size_t)64 << 10)
 #define ALGO_SHARED_SEEN_RANKS 4
+/* Until then the ranks ask at the 1st, 2nd, 3rd, 5th, 9th, ... call where they could switch, then at
+ * every ALGO_SHARED_ASK_EVERY-th: every rank counts the same calls, so all ask at the same ones. */
+#define ALGO_SHARED_ASK_EVERY 64
+typedef struct algo_shared_state {
+    int seen;           /* every rank's buffers were chorus_mem_alloc's in a call */
+    uint64_t eligible;  /* calls so far where the ranks could have switched (before seen) */
+} algo_shared_state_t;
 size_t algo_shared_min(int nranks, int seen);
+/* Whether the ranks ask at the call-th call (from 0) where they could switch, before they ever all said
+ * yes: at calls 0, 1, 2, 4, 8, ... below ALGO_SHARED_ASK_EVERY, then at its multiples. */
+int algo_shared_ask(uint64_t call);
 const algo_desc_t *algo_shared_twin(const coll_args_t *a, int nranks, const algo_caps_t *caps,
                                     const algo_config_t *cfg, const algo_desc_t *chosen, size_t min_bytes);
 chorus_result_t algo_for_shared_buffers(prims_t *p, const coll_args_t *a, const algo_caps_t *caps,
-                                        const algo_config_t *cfg, int *seen, const algo_desc_t **algo_p);
+                                        const algo_config_t *cfg, algo_shared_state_t *st,
+                                        const algo_desc_t **algo_p);
 
 /* The prims_reduce_t for a call. */
 static inline prims_reduce_t algo_reduction(const coll_args_t *a)

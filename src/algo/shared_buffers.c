@@ -11,6 +11,10 @@
  * where the phase costs 7.5 us, it did not at 64 and 256 KiB); one that never uses such buffers never
  * pays for a phase on calls that short. Every rank sees the same answers, so every rank moves its
  * threshold at the same call.
+ * The phase is also a barrier: without it a rank can start its next call in the arena's other slot while
+ * its peers still read its last one, and with it 2 ranks' direct calls of 1 MiB took 1.5 to 2.3 times as
+ * long on an AMD EPYC virtual machine (docs/algorithms.md). So until the ranks have once all said yes,
+ * they ask only at some of the calls where they could switch (algo_shared_ask).
  */
 #include "algo/algo.h"
 
@@ -55,13 +59,19 @@ const algo_desc_t *algo_shared_twin(const coll_args_t *a, int nranks, const algo
     return NULL;
 }
 
+int algo_shared_ask(uint64_t call)
+{
+    return call < ALGO_SHARED_ASK_EVERY ? (call & (call - 1)) == 0 : call % ALGO_SHARED_ASK_EVERY == 0;
+}
+
 chorus_result_t algo_for_shared_buffers(prims_t *p, const coll_args_t *a, const algo_caps_t *caps,
-                                        const algo_config_t *cfg, int *seen, const algo_desc_t **algo_p)
+                                        const algo_config_t *cfg, algo_shared_state_t *st, const algo_desc_t **algo_p)
 {
     int nranks = prims_nranks(p);
     const algo_desc_t *twin =
-        algo_shared_twin(a, nranks, caps, cfg, *algo_p, algo_shared_min(nranks, *seen));
+        algo_shared_twin(a, nranks, caps, cfg, *algo_p, algo_shared_min(nranks, st->seen));
     if (!twin) return CHORUS_SUCCESS;
+    if (!st->seen && !algo_shared_ask(st->eligible++)) return CHORUS_SUCCESS;
     int all;
     CHECK(prims_direct_agree(p, shares_own_buffers(a, prims_rank(p), nranks), &all));
     LOG_DEBUG(LOG_SUB_TUNING, "%s of %zu bytes: %s", coll_name(a->coll), algo_call_bytes(a, nranks),
@@ -69,7 +79,7 @@ chorus_result_t algo_for_shared_buffers(prims_t *p, const coll_args_t *a, const 
               "chorus_mem_alloc, as selected");
     if (all) {
         *algo_p = twin;
-        *seen = 1;
+        st->seen = 1;
     }
     return CHORUS_SUCCESS;
 }

@@ -129,7 +129,7 @@ static chorus_result_t coll_run_algo(chorus_comm_t comm, const coll_args_t *a)
         LOG_WARN(LOG_SUB_ALGO, "CHORUS_ALGO allows no %s algorithm this communicator supports (see docs/algorithms.md "
                  "for what each needs); using %s", coll_name(a->coll), algo->name);
     chorus_result_t res = algo_for_shared_buffers(&comm->prims, a, &comm->tune.comm.caps, &comm->algo,
-                                                  &comm->shared_seen, &algo);
+                                                  &comm->shared, &algo);
     recorder_algo(&comm->rec, algo->name);
     LOG_DEBUG(LOG_SUB_COLL, "%s #%llu: count %zu %s via %s", coll_name(a->coll), (unsigned long long)comm->coll_seq,
               a->count, dtype_name(a->dtype), algo->name);

@@ -108,7 +108,7 @@ const char *comm_model_predict(chorus_comm_t comm, int coll, size_t count, choru
                      .dtype = dtype, .op = op, .root = root};
     const algo_desc_t *d = tune_select(&comm->tune, &a, &comm->algo), *twin;
     if (d && shared && (twin = algo_shared_twin(&a, comm->nranks, &comm->tune.comm.caps, &comm->algo, d,
-                                                  algo_shared_min(comm->nranks, comm->shared_seen))))
+                                                  algo_shared_min(comm->nranks, comm->shared.seen))))
         d = twin;
     double n = (double)algo_call_bytes(&a, comm->nranks);
     if (d) *seconds_p = (shared ? tune_predict_mapped : tune_predict)(&comm->tune.file.params, &comm->tune.comm, d, n);

@@ -180,6 +180,7 @@ int main(int argc, char **argv)
     allocator_contract();
     int round = 0;
     round_of(comm, round++, count / 16, 0, 0); /* the heap's, below 1 MiB on a fresh communicator */
+    round_of(comm, round++, count, 0, 0); /* the heap's above: the ranks ask at some calls (algo_shared_ask) */
     for (int rep = 0; rep < 2; rep++) {       /* the second: new buffers where the freed ones were */
         round_of(comm, round++, count, 1, 0);  /* every rank's buffers shared */
         round_of(comm, round++, count / 32, 1, 0); /* below 1 MiB, on a communicator that saw them */

@@ -748,9 +748,23 @@ static void check_levels(void)
     }
 }
 
+/* Before the ranks ever all had chorus_mem_alloc buffers, they ask at calls 0, 1, 2, 4, ..., then every
+ * ALGO_SHARED_ASK_EVERY-th, and at no other. */
+static void check_shared_ask(void)
+{
+    int asked = 0;
+    for (uint64_t c = 0; c < 10 * ALGO_SHARED_ASK_EVERY; c++) {
+        int want = c < ALGO_SHARED_ASK_EVERY ? (c == 0 || (c & (c - 1)) == 0) : c % ALGO_SHARED_ASK_EVERY == 0;
+        TEST_ASSERT(algo_shared_ask(c) == want, "call %llu: asks %d", (unsigned long long)c, algo_shared_ask(c));
+        asked += algo_shared_ask(c);
+    }
+    TEST_ASSERT(asked == 7 + 9, "asked at %d of the first %d calls", asked, 10 * ALGO_SHARED_ASK_EVERY);
+}
+
 int main(void)
 {
     test_set_timeout(30);
+    check_shared_ask();
     char err[512] = "";
     TEST_ASSERT(algo_rules_valid(err, sizeof(err)), "%s", err);
     check_defaults();
