@@ -204,8 +204,9 @@ const algo_desc_t *algo_first_supported(coll_kind_t coll, const algo_caps_t *cap
 #define ALGO_SHARED_MIN ((size_t)1 << 20)
 #define ALGO_SHARED_SEEN_MIN ((size_t)64 << 10)
 #define ALGO_SHARED_SEEN_RANKS 4
-/* Until then the ranks ask at the 1st, 2nd, 3rd, 5th, 9th, ... call where they could switch, then at
- * every ALGO_SHARED_ASK_EVERY-th: every rank counts the same calls, so all ask at the same ones. */
+/* Until then the ranks ask at the 1st, 2nd, 3rd, 5th, 9th, 17th and 33rd call where they could switch,
+ * then at every ALGO_SHARED_ASK_EVERY-th (the 65th, 129th, ...): every rank counts the same calls, so all
+ * ask at the same ones. */
 #define ALGO_SHARED_ASK_EVERY 64
 typedef struct algo_shared_state {
     int seen;           /* every rank's buffers were chorus_mem_alloc's in a call */

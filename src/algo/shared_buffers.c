@@ -12,7 +12,7 @@
  * pays for a phase on calls that short. Every rank sees the same answers, so every rank moves its
  * threshold at the same call.
  * The phase is also a barrier: without it a rank can start its next call in the arena's other slot while
- * its peers still read its last one, and with it 2 ranks' direct calls of 1 MiB took 1.5 to 2.3 times as
+ * its peers still read its last one, and with it 2 ranks' direct calls of 1 MiB took 1.2 to 6 times as
  * long on an AMD EPYC virtual machine (docs/algorithms.md). So until the ranks have once all said yes,
  * they ask only at some of the calls where they could switch (algo_shared_ask).
  */
