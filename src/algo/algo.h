@@ -204,9 +204,6 @@ const algo_desc_t *algo_first_supported(coll_kind_t coll, const algo_caps_t *cap
 #define ALGO_SHARED_MIN ((size_t)1 << 20)
 #define ALGO_SHARED_SEEN_MIN ((size_t)64 << 10)
 #define ALGO_SHARED_SEEN_RANKS 4
-/* Until then the ranks ask at the 1st, 2nd, 3rd, 5th, 9th, 17th and 33rd call where they could switch,
- * then at every ALGO_SHARED_ASK_EVERY-th (the 65th, 129th, ...): every rank counts the same calls, so all
- * ask at the same ones. */
 #define ALGO_SHARED_ASK_EVERY 64
 typedef struct algo_shared_state {
     int seen;           /* every rank's buffers were chorus_mem_alloc's in a call */
@@ -214,7 +211,8 @@ typedef struct algo_shared_state {
 } algo_shared_state_t;
 size_t algo_shared_min(int nranks, int seen);
 /* Whether the ranks ask at the call-th call (from 0) where they could switch, before they ever all said
- * yes: at calls 0, 1, 2, 4, 8, ... below ALGO_SHARED_ASK_EVERY, then at its multiples. */
+ * yes: the 1st, 2nd, 3rd, 5th, 9th, 17th and 33rd, then every ALGO_SHARED_ASK_EVERY-th (the 65th, 129th,
+ * ...). Every rank counts the same calls, so all ask at the same ones. */
 int algo_shared_ask(uint64_t call);
 const algo_desc_t *algo_shared_twin(const coll_args_t *a, int nranks, const algo_caps_t *caps,
                                     const algo_config_t *cfg, const algo_desc_t *chosen, size_t min_bytes);

@@ -54,7 +54,8 @@ chorus_result_t allgather_hier(prims_t *p, const coll_args_t *a)
     if (h.pos > 0) {
         res = prims_send(p, h.local[0], a->sendbuf, block);
     } else {
-        if (a->sendbuf != out + (size_t)me * block) prims_copy_out(p, out + (size_t)me * block, a->sendbuf, block, block * (size_t)prims_nranks(p));
+        if (a->sendbuf != out + (size_t)me * block)
+            prims_copy_out(p, out + (size_t)me * block, a->sendbuf, block, block * (size_t)prims_nranks(p));
         for (int i = 1; i < h.nlocal && res == CHORUS_SUCCESS; i++)
             res = prims_recv(p, h.local[i], out + (size_t)h.local[i] * block, block);
         for (int s = 1; s < h.nhosts && res == CHORUS_SUCCESS; s++) res = allgather_hier_exchange(p, &h, s, out, block);

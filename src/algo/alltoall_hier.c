@@ -67,7 +67,8 @@ static chorus_result_t alltoall_hier_local(prims_t *p, const hier_t *h, const ch
 {
     int me = h->local[h->pos];
     const char *mine = staged ? staged + (size_t)h->pos * block : send + (size_t)me * block;
-    if (mine != recv + (size_t)me * block) prims_copy_out(p, recv + (size_t)me * block, mine, block, block * (size_t)prims_nranks(p));
+    if (mine != recv + (size_t)me * block)
+        prims_copy_out(p, recv + (size_t)me * block, mine, block, block * (size_t)prims_nranks(p));
     for (int s = 1; s < h->nlocal; s++) {
         int ti = (h->pos + s) % h->nlocal, fi = plan_mod(h->pos - s, h->nlocal), to = h->local[ti];
         const char *block_to = staged ? staged + (size_t)ti * block : send + (size_t)to * block;

@@ -22,8 +22,8 @@ chorus_result_t alltoall_source(prims_t *p, const coll_args_t *a, const char **s
         copy_bytes(copy, a->sendbuf, block * (size_t)n);
         *send_p = copy;
     } else {
-        prims_copy_out(p, (char *)a->recvbuf + (size_t)rank * block, (const char *)a->sendbuf + (size_t)rank * block, block,
-                       block * (size_t)n);
+        prims_copy_out(p, (char *)a->recvbuf + (size_t)rank * block, (const char *)a->sendbuf + (size_t)rank * block,
+                       block, block * (size_t)n);
     }
     return CHORUS_SUCCESS;
 }

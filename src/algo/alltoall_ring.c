@@ -24,7 +24,8 @@ chorus_result_t alltoall_ring(prims_t *p, const coll_args_t *a)
      * is written. */
     for (int i = 0; i < n - 1; i++)
         copy_bytes(bundle[0] + (size_t)i * block, send + (size_t)plan_mod(rank + 1 + i, n) * block, block);
-    if (send != recv) prims_copy_out(p, recv + (size_t)rank * block, send + (size_t)rank * block, block, block * (size_t)n);
+    if (send != recv)
+        prims_copy_out(p, recv + (size_t)rank * block, send + (size_t)rank * block, block, block * (size_t)n);
     const char *out = bundle[0];
     for (int s = 1; s < n; s++) {
         int to, from, src, nblocks;

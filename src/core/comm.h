@@ -22,7 +22,7 @@ struct chorus_comm {
     int nshm, ntcp;           /* peers reached through each transport */
     int shm_fallback_logged;
     int algo_fallback_logged;
-    algo_shared_state_t shared; /* whether every rank's buffers were chorus_mem_alloc's in a call (algo_for_shared_buffers) */
+    algo_shared_state_t shared; /* whether every rank's buffers were chorus_mem_alloc's (algo_for_shared_buffers) */
     chorus_params_t params;
     algo_config_t algo;       /* CHORUS_ALGO, parsed */
     transport_conn_t **conns; /* by rank; NULL for this rank */

@@ -59,7 +59,8 @@ static size_t host_cache_bytes(int level)
         char path[96], text[32] = "", type[32] = "";
         snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/cache/index%d/", cpu < 0 ? 0 : cpu, i);
         if (!host_read_line(path, "level", text, sizeof(text))) break;
-        if (atoi(text) != level || !host_read_line(path, "type", type, sizeof(type)) || strncmp(type, "Instruction", 11) == 0)
+        if (atoi(text) != level || !host_read_line(path, "type", type, sizeof(type)) ||
+            strncmp(type, "Instruction", 11) == 0)
             continue;
         if (!host_read_line(path, "size", text, sizeof(text))) break;
         char *end;

@@ -15,7 +15,9 @@
  * a third less memory traffic. The direct algorithms write their outputs a slot-sized chunk at a time, each
  * chunk a piece of one large output: copy_out_part streams the pieces of an output of COPY_STREAM_MIN and
  * up (streamed, 4 ranks' direct AllGather and AllToAll of 16 and 64 MiB out of place took 0.6 to 0.8 of
- * their time with plain stores on a Xeon virtual machine; docs/design.md, Copies).
+ * their time with plain stores on a Xeon virtual machine; docs/design.md, Copies). The algorithms pass
+ * as `whole` what prims_stream_whole leaves of their output's size: 0 where the host's outputs fit its
+ * last-level cache (copy_streams below), where plain stores are faster.
  * glibc does the same only past its non-temporal threshold, three quarters of the shared cache a thread
  * may claim; a virtual machine reports its host's whole L3 (260 MiB on one Xeon VM, a threshold of
  * 99 MiB), so copies of 4 to 64 MiB ran at 6-7 GB/s there with plain stores against 10 streamed, and a

@@ -61,7 +61,8 @@ int main(void)
     /* Where outputs stream: a host's share of a last-level cache, never more than COPY_CACHE_MAX (a virtual
      * machine is told of its host's whole L3), and outputs from COPY_STREAM_MIN that fill that share. */
     const double mib = 1 << 20;
-    TEST_ASSERT(copy_cache_share(32u << 20, 2) == 16 * mib, "a 32 MiB L3 among 2 ranks: %g", copy_cache_share(32u << 20, 2));
+    TEST_ASSERT(copy_cache_share(32u << 20, 2) == 16 * mib, "a 32 MiB L3 among 2 ranks: %g",
+                copy_cache_share(32u << 20, 2));
     TEST_ASSERT(copy_cache_share((size_t)480 << 20, 4) == COPY_CACHE_MAX / 4.0, "a VM's 480 MiB among 4 ranks: %g",
                 copy_cache_share((size_t)480 << 20, 4));
     TEST_ASSERT(copy_cache_share(0, 1) == COPY_CACHE_MAX, "an unknown L3: %g", copy_cache_share(0, 1));
