@@ -148,7 +148,6 @@ static chorus_result_t tune_time_algos(prims_t *p, const algo_run_fn *runs, int 
     return res;
 }
 
-/* The arena's AllGathers: direct (through the slots) and single copy (out of the peers' memory). */
 /* The arena's AllGathers (direct, through the slots, and single copy, out of the peers' memory), then the
  * single-copy AllToAll, whose reads copy out of a peer's buffer into the output (beta_cma_read). */
 static const algo_run_fn tune_arena_calls[] = {allgather_direct, allgather_cma, alltoall_cma};
@@ -375,6 +374,47 @@ chorus_result_t tune_measure(prims_t *p, tune_state_t *ts, int thorough)
     return CHORUS_SUCCESS;
 }
 
+/* How far the host arena's time may stray, either way, from a tuning file's price for it before the file
+ * counts as measured in another state of the machine. On an AMD EPYC virtual machine whole runs took the
+ * arena's algorithms 2.5 to 10 times their usual time (docs/tuning.md, "Two modes"); on a Xeon one the
+ * quick batches at init ran within 0.8 to 1.2 of chorus-tune's figures. */
+#define TUNE_PROBE_FACTOR 1.6
+
+/* Under TUNE_CALIBRATE_AUTO, where the tuning file was measured here: every rank times a few batches of the
+ * direct AllGather of TUNE_CACHE_BYTES (tune_quick's), and rank 0 compares the best with what the file's
+ * figures predict for it. On rank 0, *agrees_p: within TUNE_PROBE_FACTOR of it either way. */
+static chorus_result_t tune_probe_arena(prims_t *p, tune_state_t *ts, int32_t *agrees_p)
+{
+    char *scratch = tune_alloc(TUNE_SCRATCH_BYTES);
+    if (!scratch) return CHORUS_ERR_NO_MEMORY;
+    int n = prims_nranks(p);
+    size_t each = CHORUS_MAX(TUNE_CACHE_BYTES / (size_t)n, (size_t)4096);
+    double best = INFINITY;
+    chorus_result_t res =
+        tune_time_arena(p, 1, each, CHORUS_MAX(tune_quick.large_trips / 2, 1), tune_quick.algo_batch, scratch, &best);
+    free(scratch);
+    CHECK(res);
+    if (prims_rank(p) != 0) return CHORUS_SUCCESS;
+    size_t count;
+    const algo_desc_t *reg = algo_registry(&count), *d = NULL;
+    for (size_t i = 0; i < count && !d; i++)
+        if (reg[i].run == allgather_direct) d = &reg[i];
+    double price = d ? tune_predict(&ts->file.params, &ts->comm, d, (double)each * n) : 0;
+    double ratio = price > 0 && isfinite(best) ? best / price : 1;
+    *agrees_p = ratio <= TUNE_PROBE_FACTOR && ratio >= 1 / TUNE_PROBE_FACTOR;
+    if (*agrees_p)
+        LOG_INFO(LOG_SUB_TUNING, "no calibration at init: the tuning file was measured on this machine at %g "
+                 "rank%s per core, and the host arena runs as it says (a direct AllGather of %zu bytes: %.1f us, "
+                 "the file's price %.1f; CHORUS_TUNE_CALIBRATE=1 measures anyway)", tune_share(&ts->comm),
+                 tune_share(&ts->comm) == 1 ? "" : "s", each * (size_t)n, best * 1e6, price * 1e6);
+    else
+        LOG_INFO(LOG_SUB_TUNING, "calibration at init: the tuning file was measured on this machine, but the host "
+                 "arena runs at %.2f times its price now (a direct AllGather of %zu bytes: %.1f us, the file's "
+                 "price %.1f); measuring (CHORUS_TUNE_CALIBRATE=0 keeps the file's figures)", ratio,
+                 each * (size_t)n, best * 1e6, price * 1e6);
+    return CHORUS_SUCCESS;
+}
+
 /* What rank 0 gives every rank at init. */
 typedef struct tune_shared {
     tune_file_t file;
@@ -398,7 +438,11 @@ chorus_result_t tune_setup(prims_t *p, tune_state_t *ts, int calibrate, char *er
         coll_args_t decide = {.coll = COLL_BROADCAST, .sendbuf = &here, .recvbuf = &here, .count = sizeof(here),
                               .dtype = chorus_uint8, .root = 0};
         CHECK(broadcast_binomial(p, &decide));
-        if (me == 0 && here)
+        /* Unless the machine runs otherwise now than when the file was made: a quick look at the arena. */
+        if (here && ts->comm.caps.direct) {
+            CHECK(tune_probe_arena(p, ts, &here));
+            CHECK(broadcast_binomial(p, &decide));
+        } else if (me == 0 && here)
             LOG_INFO(LOG_SUB_TUNING, "no calibration at init: the tuning file was measured on this machine at %g "
                      "rank%s per core (CHORUS_TUNE_CALIBRATE=1 measures anyway)", s, s == 1 ? "" : "s");
         calibrate = !here;

@@ -78,12 +78,28 @@ if [ "$(nproc)" -ge 2 ]; then
 fi
 
 # By default (CHORUS_TUNE_CALIBRATE=auto) the init measures nothing where the tuning file was measured on
-# this machine at the communicator's share of the cores, and says so; it measures where the file names
-# another machine, or where asked to (1). A value other than auto, 1 or 0 is refused, named.
+# this machine at the communicator's share of the cores and the host arena runs as the file prices it
+# (a quick look: within a factor 1.6), and says so; it measures where the arena strays from the file's
+# price (a machine in another state than when the file was made; here a file whose arena figures are
+# a thousandth of the machine's), where the file names another machine, or where asked to (1). A value
+# other than auto, 1 or 0 is refused, named.
 if [ "$(nproc)" -ge 2 ]; then
-    line=$(model_line 0,1 "$tmp/tuned")
-    check "a file of this machine and share: its figures, no measurement at init" \
-        "$(grep -q 'cost model, tuning file' <<< "$line" && echo 0 || echo 1)"
+    out=$(CHORUS_TUNING_FILE=$tmp/tuned CHORUS_LOG_LEVEL=INFO CHORUS_LOG_SUBSYS=TUNING timeout 60 taskset -c 0,1 \
+        "$run" -n 2 "$perf" allreduce -b 8 -e 8 -n 1 -w 0 2>&1)
+    # The machine may have changed its state since the file was made a few seconds ago: then the init
+    # says so and measures.
+    check "a file of this machine and share: its figures, or measured where the arena strayed, saying so" \
+        "$( (grep -q 'no calibration at init: .* the host arena runs as it says' <<< "$out" &&
+            grep -q 'cost model, tuning file' <<< "$out") ||
+            (grep -q 'calibration at init: .* the host arena runs at [0-9.]* times its price now' <<< "$out" &&
+            grep -q 'cost model, measured at init' <<< "$out") && echo 0 || echo 1)"
+    sed -e 's/^beta arena cache .*/beta arena cache 0.01GB\/s/' -e 's/^beta arena memory .*/beta arena memory 0.01GB\/s/' \
+        "$tmp/tuned" > "$tmp/strayed"
+    out=$(CHORUS_TUNING_FILE=$tmp/strayed CHORUS_LOG_LEVEL=INFO CHORUS_LOG_SUBSYS=TUNING timeout 60 taskset -c 0,1 \
+        "$run" -n 2 "$perf" allreduce -b 8 -e 8 -n 1 -w 0 2>&1)
+    check "a file of this machine whose arena figures stray from the arena's times: measured at init, saying why" \
+        "$(grep -q 'calibration at init: .* the host arena runs at 0.0[0-9]* times its price now' <<< "$out" &&
+            grep -q 'cost model, measured at init' <<< "$out" && echo 0 || echo 1)"
     sed 's/^machine [^ ]* /machine elsewhere /' "$tmp/tuned" > "$tmp/elsewhere"
     check "a file of another machine: measured at init" \
         "$(model_line 0,1 "$tmp/elsewhere" | grep -q 'cost model, measured at init' && echo 0 || echo 1)"
