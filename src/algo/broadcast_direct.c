@@ -54,7 +54,7 @@ chorus_result_t broadcast_direct(prims_t *p, const coll_args_t *a)
         void *slot;
         const void *theirs;
         CHECK(prims_direct_begin(p, &slot));
-        if (rank == a->root) copy_bytes(slot, in + off * elem, bytes);
+        if (rank == a->root) prims_copy_slot(p, slot, in + off * elem, bytes);
         prims_direct_publish(p, rank == a->root ? bytes : 0);
         if (rank == a->root) {
             if (in != out) copy_out_part(out + off * elem, in + off * elem, bytes, stream);

@@ -17,7 +17,7 @@ chorus_result_t direct_put(prims_t *p, const void *src, size_t bytes)
 {
     void *slot;
     CHECK(prims_direct_begin(p, &slot));
-    copy_bytes(slot, src, bytes);
+    prims_copy_slot(p, slot, src, bytes);
     prims_direct_publish(p, bytes);
     return CHORUS_SUCCESS;
 }
@@ -30,7 +30,8 @@ chorus_result_t direct_put_pieces(prims_t *p, const char *buf, size_t block_elem
     size_t piece = cnt * elem;
     CHECK(prims_direct_begin(p, (void **)&slot));
     for (int q = 0; q < n; q++)
-        if (q != skip) copy_bytes(slot + (size_t)q * piece, buf + ((size_t)q * block_elems + off) * elem, piece);
+        if (q != skip)
+            prims_copy_slot(p, slot + (size_t)q * piece, buf + ((size_t)q * block_elems + off) * elem, piece);
     prims_direct_publish(p, (size_t)n * piece);
     return CHORUS_SUCCESS;
 }
@@ -44,12 +45,22 @@ chorus_result_t direct_reduce_scatter_chunk(prims_t *p, const char *in, size_t c
     prims_partition(cnt, n, rank, &soff, &scnt);
     /* This rank's own slice stays out of the slot: nobody else reads it, and the combine takes it from in. */
     CHECK(prims_direct_begin(p, (void **)&slot));
-    copy_bytes(slot, in, soff * elem);
-    copy_bytes(slot + (soff + scnt) * elem, in + (soff + scnt) * elem, (cnt - soff - scnt) * elem);
+    prims_copy_slot(p, slot, in, soff * elem);
+    prims_copy_slot(p, slot + (soff + scnt) * elem, in + (soff + scnt) * elem, (cnt - soff - scnt) * elem);
     prims_direct_publish(p, cnt * elem);
     CHECK(prims_direct_wait_all(p, &slots));
     CHECK(prims_direct_begin(p, (void **)&slot)); /* slots stays valid: only a wait replaces it */
-    if (scnt) direct_reduce_own(slot, slots, n, soff * elem, scnt, rank, in + soff * elem, red);
+    /* Where this rank's copies into slots stream lately, its slice is combined in scratch and copied in
+     * as they are: combined in the slot, its stores would first take each line back from the peer that
+     * read it last (util/copy.h, copy_shared). */
+    if (scnt && prims_slot_streams(p, scnt * elem)) {
+        void *tmp;
+        CHECK(prims_scratch(p, 0, scnt * elem, &tmp));
+        direct_reduce_own(tmp, slots, n, soff * elem, scnt, rank, in + soff * elem, red);
+        prims_copy_slot(p, slot, tmp, scnt * elem);
+    } else if (scnt) {
+        direct_reduce_own(slot, slots, n, soff * elem, scnt, rank, in + soff * elem, red);
+    }
     prims_direct_publish(p, scnt * elem);
     return CHORUS_SUCCESS;
 }

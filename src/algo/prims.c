@@ -22,6 +22,10 @@ void prims_copy_out(const prims_t *p, void *dst, const void *src, size_t n, size
     copy_out_part(dst, src, n, prims_stream_whole(p, whole));
 }
 
+void prims_copy_slot(prims_t *p, void *slot, const void *src, size_t n) { copy_shared(&p->slot_copy, slot, src, n); }
+
+int prims_slot_streams(const prims_t *p, size_t n) { return copy_shared_streams(&p->slot_copy, n); }
+
 chorus_result_t prims_scratch(prims_t *p, int slot, size_t bytes, void **buf_p)
 {
     if (bytes > p->scratch_bytes[slot]) {

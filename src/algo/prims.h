@@ -38,6 +38,12 @@ size_t prims_stream_whole(const prims_t *p, size_t whole);
 /* copy_out on this communicator's host: n bytes into an output of `whole` bytes per rank that nothing
  * reads back within the collective, streamed where prims_stream_whole(whole) says so. */
 void prims_copy_out(const prims_t *p, void *dst, const void *src, size_t n, size_t whole);
+/* copy_bytes into this rank's slot of the phase it began (prims_direct_begin), which its peers read next:
+ * by the method (plain or streamed stores) its copies into slots found faster lately (copy_shared). */
+void prims_copy_slot(prims_t *p, void *slot, const void *src, size_t n);
+/* Whether prims_copy_slot of n bytes streams now: then data computed for a slot (a combination) is better
+ * computed in scratch and copied in with it than written into the slot in place. */
+int prims_slot_streams(const prims_t *p, size_t n);
 /* Scratch memory owned by the communicator, valid until the operation ends; slot 0 and 1 are independent
  * buffers (for double buffering). Contents are undefined. */
 chorus_result_t prims_scratch(prims_t *p, int slot, size_t bytes, void **buf_p);

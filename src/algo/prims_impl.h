@@ -8,6 +8,7 @@
 #include "algo/prims.h"
 #include "progress/progress.h"
 #include "transport/shm/arena.h"
+#include "util/copy.h"
 
 #define PRIMS_HOST_BYTES 64
 /* Collective fingerprints kept for error messages (prims_fail_mismatch). */
@@ -65,6 +66,7 @@ struct prims {
     uint32_t *direct_seen;     /* by rank: the last phase seen published and fingerprint-checked */
     uint32_t *direct_known;    /* by rank: a phase it has published (not checked: prims_direct_begin_inline) */
     int single_copy;           /* every rank can read every other's memory (process_vm_readv) */
+    copy_shared_t slot_copy;   /* how this rank's copies into its slots went lately (prims_copy_slot) */
     uint8_t arena_probe[SHM_ARENA_TOKEN_BYTES]; /* the arena's token, read by peers to prove single copy */
     /* Scratch, grown on demand, freed with the communicator. */
     void *scratch[2];

@@ -1,5 +1,7 @@
 #include "util/copy.h"
 
+#include "util/util.h"
+
 #include <stdint.h>
 #include <string.h>
 
@@ -80,6 +82,50 @@ void copy_out_part(void *dst, const void *src, size_t n, size_t whole)
 
 void copy_out(void *dst, const void *src, size_t n) { copy_out_part(dst, src, n, n); }
 
+/* The best of the chosen method's recent copies (0: none yet). */
+static double copy_shared_best(const copy_shared_t *c)
+{
+    double best = 0;
+    for (int i = 0; i < COPY_SHARED_RECENT; i++)
+        if (c->recent[i] > 0 && (best == 0 || c->recent[i] < best)) best = c->recent[i];
+    return best;
+}
+
+void copy_shared(copy_shared_t *c, void *dst, const void *src, size_t n)
+{
+    if (n < COPY_SHARED_MIN || !__builtin_cpu_supports("avx2")) {
+        copy_bytes(dst, src, n);
+        return;
+    }
+    if (c->next == 0) c->next = COPY_SHARED_TRY_MIN;
+    double best = copy_shared_best(c);
+    int full = c->copies >= COPY_SHARED_RECENT; /* recent holds only copies since the last comparison */
+    int trial = c->copies >= c->next || (full && best > 2 * c->at_choice);
+    int m = trial ? !c->streamed : c->streamed;
+    int64_t t0 = time_now_ns();
+    if (m)
+        copy_stream(dst, src, n);
+    else
+        copy_bytes(dst, src, n);
+    double x = (double)(time_now_ns() - t0) / (double)n;
+    if (!trial) {
+        c->recent[c->copies++ % COPY_SHARED_RECENT] = x;
+        if (c->copies == COPY_SHARED_RECENT) c->at_choice = copy_shared_best(c);
+        return;
+    }
+    /* Switch where the trial ran clearly faster, then compare again soon; else later each time. */
+    if (x < 0.8 * best) {
+        c->streamed = m;
+        c->next = COPY_SHARED_TRY_MIN;
+        for (int i = 0; i < COPY_SHARED_RECENT; i++) c->recent[i] = 0;
+        c->recent[0] = x;
+        c->copies = 1;
+    } else {
+        c->next = CHORUS_MIN(2 * c->next, COPY_SHARED_TRY_MAX);
+        c->copies = 0;
+    }
+}
+
 void copy_bytes(void *dst, const void *src, size_t n)
 {
     /* __builtin_cpu_supports reads what libgcc found at start-up: a load and a test. */
@@ -96,6 +142,11 @@ void copy_out(void *dst, const void *src, size_t n) { memcpy(dst, src, n); }
 void copy_out_part(void *dst, const void *src, size_t n, size_t whole)
 {
     (void)whole;
+    memcpy(dst, src, n);
+}
+void copy_shared(copy_shared_t *c, void *dst, const void *src, size_t n)
+{
+    (void)c;
     memcpy(dst, src, n);
 }
 #endif

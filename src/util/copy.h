@@ -72,4 +72,34 @@ void copy_out(void *dst, const void *src, size_t n);
 #define COPY_PIECE_STREAM_MIN (16u << 10)
 void copy_out_part(void *dst, const void *src, size_t n, size_t whole);
 
+/* Copies into memory that another core reads next and this one writes again soon: the host arena's slots.
+ * Each such write must take its lines back from the reader's cache first, and what that costs depends on
+ * where the two cores sit: on an AMD EPYC virtual machine, for stretches of seconds to minutes, writing
+ * 1 MiB into a slot the peer had just read took 430 us with plain stores against 22 otherwise, while
+ * non-temporal stores took 37 (and 73 otherwise; the reader's copy out took 41 either way in the slow
+ * stretches, 22 after plain stores and 52 after streamed ones in the others). Neither is right in both, and
+ * nothing but the times tells them apart, so the writer times its copies of COPY_SHARED_MIN and up, in
+ * nanoseconds per byte, and keeps the method that ran faster lately. A copy preempted by another rank on
+ * the core only looks slow, so the chosen method counts by the best of its last COPY_SHARED_RECENT copies.
+ * The other method is tried once after COPY_SHARED_TRY_MIN copies, then after twice as many each time the
+ * choice holds (up to COPY_SHARED_TRY_MAX), and at once where even the best of the chosen one's recent
+ * copies took twice its time at the last comparison; a trial that runs below 0.8 of the chosen one's
+ * recent best switches. docs/design.md, Copies. */
+#define COPY_SHARED_MIN (64u << 10)
+#define COPY_SHARED_RECENT 4
+#define COPY_SHARED_TRY_MIN 16
+#define COPY_SHARED_TRY_MAX 1024
+typedef struct copy_shared {
+    double recent[COPY_SHARED_RECENT]; /* the chosen method's last copies, ns per byte (0: none yet) */
+    double at_choice; /* the chosen method's recent best when the two were last compared */
+    unsigned copies;  /* copies by the chosen method since the last comparison */
+    unsigned next;    /* the copy at which the other method is tried (0: not begun) */
+    int streamed;     /* the method chosen: plain (0) or non-temporal (1) stores */
+} copy_shared_t;
+
+/* copy_bytes(dst, src, n) into memory another core reads next, by the method c found faster lately. */
+void copy_shared(copy_shared_t *c, void *dst, const void *src, size_t n);
+/* Whether copy_shared of n bytes streams now, but for a trial of plain stores. */
+static inline int copy_shared_streams(const copy_shared_t *c, size_t n) { return n >= COPY_SHARED_MIN && c->streamed; }
+
 #endif

@@ -1,4 +1,4 @@
-/* copy_bytes, copy_out and copy_out_part against memcpy, byte for byte: every size around the loop's and the streaming
+/* copy_bytes, copy_out, copy_out_part and copy_shared against memcpy, byte for byte: every size around the loop's and the streaming
  * copy's thresholds and every relative offset of source and destination within a cache line (the loop's ragged
  * head and tail), destinations at several offsets within a page (the streaming copy's head), with guard
  * bytes around the destination that must stay untouched. */
@@ -13,6 +13,10 @@ typedef void copy_fn(void *, const void *, size_t);
 
 /* A piece of a large output: streamed whatever its own size, from COPY_PIECE_STREAM_MIN. */
 static void copy_piece(void *dst, const void *src, size_t n) { copy_out_part(dst, src, n, COPY_STREAM_MIN); }
+
+/* Into memory another core reads: by whichever method the copies so far found faster (both, over the run). */
+static copy_shared_t shared_state;
+static void copy_into_shared(void *dst, const void *src, size_t n) { copy_shared(&shared_state, dst, src, n); }
 
 /* src holds a pattern written once (main): no two neighbouring bytes alike, nor two pages, so a copy from
  * the wrong offset differs. */
@@ -29,6 +33,46 @@ static int check_one(copy_fn *copy, size_t n, size_t soff, size_t doff, const un
     return 1;
 }
 
+/* copy_shared's choice. Copies below COPY_SHARED_MIN are plain and count for nothing. A fresh state copies
+ * plainly and tries streaming after COPY_SHARED_TRY_MIN copies: then it either switched (and tries the other
+ * again soon) or waits twice as long for the next trial. */
+static void check_shared_choice(unsigned char *dst, const unsigned char *src)
+{
+    copy_shared_t c = {0};
+    for (int i = 0; i < 10; i++) copy_shared(&c, dst, src, COPY_SHARED_MIN - 1);
+    TEST_ASSERT(c.copies == 0 && c.next == 0 && !c.streamed, "small copies counted: %u copies", c.copies);
+    for (int i = 0; i < COPY_SHARED_TRY_MIN; i++) copy_shared(&c, dst, src, COPY_SHARED_MIN);
+    TEST_ASSERT(c.copies == COPY_SHARED_TRY_MIN && !c.streamed && c.at_choice > 0,
+                "before the first trial: %u copies, streamed %d", c.copies, c.streamed);
+    copy_shared(&c, dst, src, COPY_SHARED_MIN);
+    TEST_ASSERT((c.streamed && c.copies == 1 && c.next == COPY_SHARED_TRY_MIN) ||
+                    (!c.streamed && c.copies == 0 && c.next == 2 * COPY_SHARED_TRY_MIN),
+                "after the first trial: streamed %d, %u copies, next %u", c.streamed, c.copies, c.next);
+    /* The rule, on figures no real copy comes near: recent copies of a second per byte lose to any trial,
+     * of a femtosecond to none. */
+    c = (copy_shared_t){.recent = {1, 1, 1, 1}, .at_choice = 1, .copies = 20, .next = 20};
+    copy_shared(&c, dst, src, 1u << 20);
+    TEST_ASSERT(c.streamed == 1 && c.next == COPY_SHARED_TRY_MIN && c.copies == 1,
+                "a trial far faster than the recent copies: switched (streamed %d)", c.streamed);
+    c = (copy_shared_t){.recent = {1e-6, 1e-6, 1e-6, 1e-6}, .at_choice = 1e-6, .copies = 20, .next = 20};
+    copy_shared(&c, dst, src, 1u << 20);
+    TEST_ASSERT(c.streamed == 0 && c.next == 40 && c.copies == 0, "a slower trial: kept, next trial later (next %u)",
+                c.next);
+    c = (copy_shared_t){.recent = {1e-6, 1e-6, 1e-6, 1e-6}, .at_choice = 1e-6, .copies = 1000,
+                        .next = COPY_SHARED_TRY_MAX};
+    copy_shared(&c, dst, src, 1u << 20);
+    TEST_ASSERT(c.next == COPY_SHARED_TRY_MAX, "trials at most every COPY_SHARED_TRY_MAX copies: next %u", c.next);
+    /* Where even the best recent copy took twice its time at the last comparison (the machine changed), the
+     * other method is tried at once, long before its turn. */
+    c = (copy_shared_t){.recent = {1, 1, 1, 1}, .at_choice = 0.1, .copies = 4, .next = 500, .streamed = 1};
+    copy_shared(&c, dst, src, 1u << 20);
+    TEST_ASSERT(c.streamed == 0 && c.copies == 1, "the chosen method twice as slow: tried the other and switched");
+    TEST_ASSERT(copy_shared_streams(&(copy_shared_t){.streamed = 1}, COPY_SHARED_MIN) &&
+                    !copy_shared_streams(&(copy_shared_t){.streamed = 1}, COPY_SHARED_MIN - 1) &&
+                    !copy_shared_streams(&(copy_shared_t){.streamed = 0}, COPY_SHARED_MIN),
+                "copy_shared_streams: the choice, from COPY_SHARED_MIN");
+}
+
 int main(void)
 {
     test_set_timeout(60);
@@ -42,9 +86,9 @@ int main(void)
                                    (1u << 20) - 1, 1u << 20, (1u << 20) + 1, (4u << 20) - 1, 4u << 20,
                                    (4u << 20) + 1, (4u << 20) + 4 * 4096 + 77, (4u << 20) + 5 * 4096};
     int bad = 0;
-    copy_fn *const copies[] = {copy_bytes, copy_out, copy_piece};
-    const char *const names[] = {"copy_bytes", "copy_out", "copy_out_part"};
-    for (int c = 0; c < 3; c++) {
+    copy_fn *const copies[] = {copy_bytes, copy_out, copy_piece, copy_into_shared};
+    const char *const names[] = {"copy_bytes", "copy_out", "copy_out_part", "copy_shared"};
+    for (int c = 0; c < 4; c++) {
         for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
             for (size_t soff = 0; soff < 64; soff += (sizes[k] > 100000 ? 13 : 1))
                 for (size_t doff = 0; doff < 64; doff += (sizes[k] > 100000 ? 17 : 3))
@@ -71,6 +115,10 @@ int main(void)
     TEST_ASSERT(!copy_streams(COPY_STREAM_MIN - 1, 0) && copy_streams(COPY_STREAM_MIN, 0),
                 "no cache known: from COPY_STREAM_MIN");
     TEST_ASSERT(!copy_streams(2 * mib, 1 * mib), "below COPY_STREAM_MIN, whatever the cache");
+
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (__builtin_cpu_supports("avx2")) check_shared_choice(dst, src); /* elsewhere every copy is plain */
+#endif
     free(src);
     free(dst);
     return test_report();
