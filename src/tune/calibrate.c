@@ -375,9 +375,10 @@ chorus_result_t tune_measure(prims_t *p, tune_state_t *ts, int thorough)
 }
 
 /* How far the host arena's time may stray, either way, from a tuning file's price for it before the file
- * counts as measured in another state of the machine. On an AMD EPYC virtual machine whole runs took the
- * arena's algorithms 2.5 to 10 times their usual time (docs/tuning.md, "Two modes"); on a Xeon one the
- * quick batches at init ran within 0.8 to 1.2 of chorus-tune's figures. */
+ * counts as measured in another state of the machine. On an AMD EPYC virtual machine, for stretches of
+ * seconds to minutes, the arena's algorithms took 2.5 to 10 times their usual time (docs/tuning.md, "Two
+ * modes, told apart at init"); on a Xeon one, batches of 4 timed the direct AllGather at 0.87 to 0.96 of
+ * chorus-tune's rate (above). */
 #define TUNE_PROBE_FACTOR 1.6
 
 /* Under TUNE_CALIBRATE_AUTO, where the tuning file was measured here: every rank times a few batches of the
