@@ -113,8 +113,9 @@ void copy_shared(copy_shared_t *c, void *dst, const void *src, size_t n)
         if (c->copies == COPY_SHARED_RECENT) c->at_choice = copy_shared_best(c);
         return;
     }
-    /* Switch where the trial ran clearly faster, then compare again soon; else later each time. */
-    if (x < 0.8 * best) {
+    /* Switch where the trial ran clearly faster (COPY_SHARED_STREAM_WIN to stream, just faster to stop),
+     * then compare again soon; else later each time. */
+    if (x < (m ? COPY_SHARED_STREAM_WIN : 1.0) * best) {
         c->streamed = m;
         c->next = COPY_SHARED_TRY_MIN;
         for (int i = 0; i < COPY_SHARED_RECENT; i++) c->recent[i] = 0;

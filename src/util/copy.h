@@ -83,9 +83,14 @@ void copy_out_part(void *dst, const void *src, size_t n, size_t whole);
  * the core only looks slow, so the chosen method counts by the best of its last COPY_SHARED_RECENT copies.
  * The other method is tried once after COPY_SHARED_TRY_MIN copies, then after twice as many each time the
  * choice holds (up to COPY_SHARED_TRY_MAX), and at once where even the best of the chosen one's recent
- * copies took twice its time at the last comparison; a trial that runs below 0.8 of the chosen one's
- * recent best switches. docs/design.md, Copies. */
+ * copies took twice its time at the last comparison. A trial of plain stores that runs faster than the
+ * streamed copies' recent best switches back; one of streamed stores must run under COPY_SHARED_STREAM_WIN
+ * of the plain copies' best: the readers of a streamed slot pay too, which the writer does not see (52
+ * us for 1 MiB out of memory against 22 out of the writer's cache in the fast stretches): there, streamed
+ * copies of 128 KiB took 0.37 to 0.59 of the time of plain ones into lines still in the reader's L2, yet
+ * streaming made the 2-rank direct AllGather of 512 KiB 1.6 times as long. docs/design.md, Copies. */
 #define COPY_SHARED_MIN (64u << 10)
+#define COPY_SHARED_STREAM_WIN 0.25
 #define COPY_SHARED_RECENT 4
 #define COPY_SHARED_TRY_MIN 16
 #define COPY_SHARED_TRY_MAX 1024
