@@ -86,8 +86,8 @@ chorus_result_t comm_tune_init(chorus_comm_t comm, int ranks_per_host, int partn
              tp->beta_cma_read[0] / 1e9, tp->beta_cma_read[1] / 1e9, tp->beta_copy[0] / 1e9,
              tp->beta_copy[1] / 1e9, tune_stream_rate(tp) / 1e9,
              tp->gamma[0] * 1e9, tp->gamma[1] * 1e9, tp->cache_bytes / 1048576,
-             tp->profile[TUNE_PROFILE_ARENA].n >= 2 || tp->profile[TUNE_PROFILE_COPY].n >= 2
-                 ? " (memory share from the tuning file's profiles)" : "",
+             tp->profile[TUNE_PROFILE_ARENA].n > 2 || tp->profile[TUNE_PROFILE_COPY].n >= 2
+                 ? " (memory share from the tuning file's profiles)" : "", /* the init measures 2 points */
              ranks_per_host, ts->comm.cores,
              !ts->comm.caps.single_copy        ? "off"
              : ts->comm.caps.single_copy_fast  ? "faster than the arena"

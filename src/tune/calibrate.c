@@ -223,6 +223,12 @@ static chorus_result_t tune_measure_arena(prims_t *p, tune_state_t *ts, const tu
         int batches = CHORUS_MAX((r == TUNE_CACHE ? e->large_trips : e->memory_trips) / 2, 1);
         CHECK(tune_time_arena(p, nways, each[r], batches, e->algo_batch, scratch, t[r]));
     }
+    /* At init, the direct AllGather of TUNE_SMALL_ARENA_BYTES too: with the one above, the two points of an
+     * arena profile where none came from a tuning file (rank 0 decides below; every rank measures). */
+    double t_small = 0;
+    size_t small_each = CHORUS_MAX(TUNE_SMALL_ARENA_BYTES / (size_t)n, (size_t)4096);
+    if (!e->memory_trips)
+        CHECK(tune_time_arena(p, 1, small_each, CHORUS_MAX(e->large_trips / 2, 1), e->algo_batch, scratch, &t_small));
     CHECK(tune_busiest_cpu(p, &after));
     if (me != 0) return CHORUS_SUCCESS;
     /* The share of a core each rank had while measuring: the model's, which it applies itself, or more
@@ -254,6 +260,18 @@ static chorus_result_t tune_measure_arena(prims_t *p, tune_state_t *ts, const tu
              * two buffers in memory (docs/tuning.md, "Figures per share of the cores"). */
             if (rest > 0) rate[r] = CHORUS_MIN(c.bytes / rest, tp->beta_copy[TUNE_CACHE]);
         }
+    tune_profile_t *pf = &tp->profile[TUNE_PROFILE_ARENA];
+    if (t_small > 0 && t[TUNE_CACHE][0] > 0 && pf->n < 2 && isfinite(t_small) && isfinite(t[TUNE_CACHE][0])) {
+        size_t each_of[2] = {small_each, each[TUNE_CACHE]};
+        double took[2] = {t_small, t[TUNE_CACHE][0]};
+        for (int k = 0; k < 2; k++) {
+            pf->bytes[k] = algo_buffer_bytes(COLL_ALLGATHER, (double)each_of[k] * n, n) * tune_share(&ts->comm);
+            pf->rate[k] = (double)each_of[k] * n / took[k];
+        }
+        pf->n = 2;
+        LOG_DEBUG(LOG_SUB_TUNING, "calibration: arena profile of two points: %.2f GB/s at %zu bytes per rank, %.2f at "
+                  "%zu", pf->rate[0] / 1e9, small_each, pf->rate[1] / 1e9, each[TUNE_CACHE]);
+    }
     return CHORUS_SUCCESS;
 }
 
