@@ -114,8 +114,9 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * reference machine the ring was ahead of direct (0.7 of its time at 128 KiB) and single copy of the
  * ring from 1 to 4 MiB (0.8 to 0.9 of its time; level at 8, behind at 16), on an AMD EPYC virtual machine
  * direct ahead of both at every size from 256 KiB to 64 MiB (0.3 to 0.75 of the ring's time, 0.45 to
- * 0.75 of single copy's), and so the rule names the three and leaves the model to choose; likewise the
- * out-of-place AllToAll above 1 MiB on 2 ranks among direct, pairwise and single copy. With more ranks
+ * 0.75 of single copy's; on a later day direct behind both at 128 and 256 KiB), and so the rule names the
+ * three and leaves the model to choose; likewise the out-of-place AllToAll from 128 KiB on 2 ranks among
+ * direct, pairwise and single copy. With more ranks
  * it had been the model's choice of direct and pairwise too (with the built-in figures it took pairwise,
  * as the rule before it did), but since the direct AllToAll streams its output from 4 MiB the model,
  * which prices a streamed byte at the memory copy's rate where the init calibration has no stream rate,
@@ -346,8 +347,8 @@ static const struct algo_rule {
          .in_place = -1),
     RULE(COLL_ALLTOALL, "cma", .min_ranks = 8, .min_bytes = 256 << 10, .in_place = -1),
     RULE(COLL_ALLTOALL, "direct", .in_place = 1),
+    RULE(COLL_ALLTOALL, "direct,pairwise,cma", .max_ranks = 2, .min_bytes = 128 << 10),
     RULE(COLL_ALLTOALL, "direct", .max_bytes = 1 << 20),
-    RULE(COLL_ALLTOALL, "direct,pairwise,cma", .max_ranks = 2, .min_bytes = 1 << 20),
     RULE(COLL_ALLTOALL, "direct", .min_bytes = 1 << 20),
     RULE(COLL_ALLTOALL, "hier", .max_hosts = 2, .max_bytes = 16 << 10),
     RULE(COLL_ALLTOALL, "bruck", .max_bytes = 16 << 10),

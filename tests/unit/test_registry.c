@@ -400,7 +400,7 @@ static void check_single_copy_fast(void)
         {COLL_ALLGATHER, 16 << 10, 2, 1, 0, {"direct", "cma", "direct"}, "allgather 32 KiB"},
         {COLL_ALLTOALL, 32 << 10, 2, 1, 0, {"direct", "cma", "cma"}, "alltoall 64 KiB"},
         {COLL_ALLTOALL, 16 << 10, 2, 1, 0, {"direct", "cma", "direct"}, "alltoall 32 KiB"},
-        /* Elsewhere from 128 KiB (AllToAll above 1 MiB) the model chooses ("model"; check_rule_model). */
+        /* Elsewhere from 128 KiB the model chooses ("model"; check_rule_model). */
         {COLL_ALLGATHER, 8 << 20, 2, 1, 0, {"model", "cma", "cma"}, "allgather 16 MiB"},
         /* From 32 MiB the direct algorithms, whose outputs stream, whatever single copy does; the AllGather,
          * whose single-copy blocks go out of the writer's cache, only in place from 128 MiB. */
@@ -484,7 +484,7 @@ static void check_single_copy_fast(void)
 
 /* On 2 ranks of one host the built-in rules leave the model to choose the AllGather from 128 KiB among
  * direct, ring and cma (where single copy neither outruns the arena nor saves a copy), and the
- * out-of-place AllToAll above 1 MiB among direct, pairwise and cma, both below 32 MiB in all (direct
+ * out-of-place AllToAll from 128 KiB among direct, pairwise and cma, both below 32 MiB in all (direct
  * from there): which wins there is the machine's
  * (docs/algorithms.md). The choice is the model's minimum among those, never another algorithm the model
  * prices lower, and follows the figures: with an arena twice as fast as the built-in one the direct
@@ -509,7 +509,7 @@ static void check_rule_model(void)
                         "allgather of %zu per rank, figures %zu: %s, not the model's choice", sizes[k], f, g);
             TEST_ASSERT(!figures[f].allgather || strcmp(g, figures[f].allgather) == 0,
                         "allgather of %zu per rank, figures %zu: %s", sizes[k], f, g);
-            if (sizes[k] < (1 << 20)) continue; /* AllToAll's rule starts above 1 MiB in all */
+            if (2 * sizes[k] < (128 << 10)) continue; /* AllToAll's rule starts at 128 KiB in all */
             const char *x = pick_on(&cfg, COLL_ALLTOALL, sizes[k], 2, 1, 2);
             TEST_ASSERT(strcmp(x, model_among(COLL_ALLTOALL, sizes[k], 2, 1, "direct,pairwise,cma")) == 0,
                         "alltoall of %zu per rank, figures %zu: %s, not the model's choice", sizes[k], f, x);
