@@ -93,8 +93,8 @@ if [ "$(nproc)" -ge 2 ]; then
             grep -q 'cost model, tuning file' <<< "$out") ||
             (grep -q 'calibration at init: .* the host arena runs at [0-9.]* times its price now' <<< "$out" &&
             grep -q 'cost model, measured at init' <<< "$out") && echo 0 || echo 1)"
-    sed -e 's/^beta arena cache .*/beta arena cache 0.01GB\/s/' -e 's/^beta arena memory .*/beta arena memory 0.01GB\/s/' \
-        "$tmp/tuned" > "$tmp/strayed"
+    sed -e 's/^beta arena cache .*/beta arena cache 0.01GB\/s/' \
+        -e 's/^beta arena memory .*/beta arena memory 0.01GB\/s/' "$tmp/tuned" > "$tmp/strayed"
     out=$(CHORUS_TUNING_FILE=$tmp/strayed CHORUS_LOG_LEVEL=INFO CHORUS_LOG_SUBSYS=TUNING timeout 60 taskset -c 0,1 \
         "$run" -n 2 "$perf" allreduce -b 8 -e 8 -n 1 -w 0 2>&1)
     check "a file of this machine whose arena figures stray from the arena's times: measured at init, saying why" \

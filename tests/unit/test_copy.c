@@ -1,7 +1,8 @@
-/* copy_bytes, copy_out, copy_out_part and copy_shared against memcpy, byte for byte: every size around the loop's and the streaming
- * copy's thresholds and every relative offset of source and destination within a cache line (the loop's ragged
- * head and tail), destinations at several offsets within a page (the streaming copy's head), with guard
- * bytes around the destination that must stay untouched. */
+/* copy_bytes, copy_out, copy_out_part and copy_shared against memcpy, byte for byte: every size around the
+ * loop's and the streaming copy's thresholds and every relative offset of source and destination within a
+ * cache line (the loop's ragged head and tail), destinations at several offsets within a page (the
+ * streaming copy's head), with guard bytes around the destination that must stay untouched; and
+ * copy_shared's choice of method. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
