@@ -49,9 +49,9 @@ static void check_shared_choice(unsigned char *dst, const unsigned char *src)
     TEST_ASSERT((c.streamed && c.copies == 1 && c.next == COPY_SHARED_TRY_MIN) ||
                     (!c.streamed && c.copies == 0 && c.next == 2 * COPY_SHARED_TRY_MIN),
                 "after the first trial: streamed %d, %u copies, next %u", c.streamed, c.copies, c.next);
-    /* The rule, on figures no real copy comes near: recent copies of a second per byte lose to any trial,
-     * of a femtosecond to none. */
-    c = (copy_shared_t){.recent = {1, 1, 1, 1}, .at_choice = 1, .copies = 20, .next = 20};
+    /* The rule, on figures no real copy comes near, under a sanitizer either: recent copies of a millisecond
+     * per byte lose to any trial, of a femtosecond to none. */
+    c = (copy_shared_t){.recent = {1e6, 1e6, 1e6, 1e6}, .at_choice = 1e6, .copies = 20, .next = 20};
     copy_shared(&c, dst, src, 1u << 20);
     TEST_ASSERT(c.streamed == 1 && c.next == COPY_SHARED_TRY_MIN && c.copies == 1,
                 "a trial far faster than the recent copies: switched (streamed %d)", c.streamed);
@@ -65,7 +65,7 @@ static void check_shared_choice(unsigned char *dst, const unsigned char *src)
     TEST_ASSERT(c.next == COPY_SHARED_TRY_MAX, "trials at most every COPY_SHARED_TRY_MAX copies: next %u", c.next);
     /* Where even the best recent copy took twice its time at the last comparison (the machine changed), the
      * other method is tried at once, long before its turn. */
-    c = (copy_shared_t){.recent = {1, 1, 1, 1}, .at_choice = 0.1, .copies = 4, .next = 500, .streamed = 1};
+    c = (copy_shared_t){.recent = {1e6, 1e6, 1e6, 1e6}, .at_choice = 1e5, .copies = 4, .next = 500, .streamed = 1};
     copy_shared(&c, dst, src, 1u << 20);
     TEST_ASSERT(c.streamed == 0 && c.copies == 1, "the chosen method twice as slow: tried the other and switched");
     TEST_ASSERT(copy_shared_streams(&(copy_shared_t){.streamed = 1}, COPY_SHARED_MIN) &&
