@@ -13,9 +13,8 @@
  * machine process_vm_readv of 512 KiB that the peer had just rewritten ran at 12 GB/s, against 29 for
  * the same bytes left alone. The one exception: where a rank's output is out of place, is a
  * chorus_mem_alloc buffer its peers map and its slice is large enough to stream (prims_stream_whole), it
- * says so, and its
- * peers read its slice out of the mapping after a phase instead, a copy that streams past their caches
- * (process_vm_writev's does not: 2 ranks, 64 MiB, 8.7 ms against 11.8).
+ * says so, and its peers read its slice out of the mapping after a phase instead, a copy that streams past
+ * their caches (process_vm_writev's does not: 2 ranks, 64 MiB, 8.7 ms against 11.8).
  *
  * In place, rank r writes slice r of every output: its own (its input's slice r, which no peer reads)
  * and its peers' (their inputs' slice r, which only r reads, each chunk before it writes it); a rank

@@ -152,6 +152,16 @@ static chorus_result_t tune_time_algos(prims_t *p, const algo_run_fn *runs, int 
  * single-copy AllToAll, whose reads copy out of a peer's buffer into the output (beta_cma_read). */
 static const algo_run_fn tune_arena_calls[] = {allgather_direct, allgather_cma, alltoall_cma};
 
+/* The bytes per rank (per block) of the arena's calls of `all` bytes in all on n ranks. */
+static size_t tune_arena_each(size_t all, int n) { return CHORUS_MAX(all / (size_t)n, (size_t)4096); }
+
+/* Point k of a profile: calls of `each` bytes per rank on n ranks at share s took t seconds. */
+static void tune_profile_point(tune_profile_t *pf, int k, size_t each, int n, double s, double t)
+{
+    pf->bytes[k] = algo_buffer_bytes(COLL_ALLGATHER, (double)each * n, n) * s;
+    pf->rate[k] = (double)each * n / t;
+}
+
 /* Best mean times of `batches` batches of each of the first `nways` of tune_arena_calls, of `each` bytes
  * per rank (the AllToAll: per block), in scratch where they fit. */
 static chorus_result_t tune_time_arena(prims_t *p, int nways, size_t each, int batches, int calls, char *scratch,
@@ -219,14 +229,14 @@ static chorus_result_t tune_measure_arena(prims_t *p, tune_state_t *ts, const tu
         /* In all: TUNE_CACHE_BYTES in cache, TUNE_MEMORY_BYTES in memory (buffers past any last-level cache,
          * as the memory regime's copies have). */
         size_t all = r == TUNE_CACHE ? TUNE_CACHE_BYTES : TUNE_MEMORY_BYTES;
-        each[r] = CHORUS_MAX(all / (size_t)n, (size_t)4096);
+        each[r] = tune_arena_each(all, n);
         int batches = CHORUS_MAX((r == TUNE_CACHE ? e->large_trips : e->memory_trips) / 2, 1);
         CHECK(tune_time_arena(p, nways, each[r], batches, e->algo_batch, scratch, t[r]));
     }
     /* At init, the direct AllGather of TUNE_SMALL_ARENA_BYTES too: with the one above, the two points of an
      * arena profile where none came from a tuning file (rank 0 decides below; every rank measures). */
     double t_small = 0;
-    size_t small_each = CHORUS_MAX(TUNE_SMALL_ARENA_BYTES / (size_t)n, (size_t)4096);
+    size_t small_each = tune_arena_each(TUNE_SMALL_ARENA_BYTES, n);
     if (!e->memory_trips)
         CHECK(tune_time_arena(p, 1, small_each, CHORUS_MAX(e->large_trips / 2, 1), e->algo_batch, scratch, &t_small));
     CHECK(tune_busiest_cpu(p, &after));
@@ -262,12 +272,8 @@ static chorus_result_t tune_measure_arena(prims_t *p, tune_state_t *ts, const tu
         }
     tune_profile_t *pf = &tp->profile[TUNE_PROFILE_ARENA];
     if (t_small > 0 && t[TUNE_CACHE][0] > 0 && pf->n < 2 && isfinite(t_small) && isfinite(t[TUNE_CACHE][0])) {
-        size_t each_of[2] = {small_each, each[TUNE_CACHE]};
-        double took[2] = {t_small, t[TUNE_CACHE][0]};
-        for (int k = 0; k < 2; k++) {
-            pf->bytes[k] = algo_buffer_bytes(COLL_ALLGATHER, (double)each_of[k] * n, n) * tune_share(&ts->comm);
-            pf->rate[k] = (double)each_of[k] * n / took[k];
-        }
+        tune_profile_point(pf, 0, small_each, n, tune_share(&ts->comm), t_small);
+        tune_profile_point(pf, 1, each[TUNE_CACHE], n, tune_share(&ts->comm), t[TUNE_CACHE][0]);
         pf->n = 2;
         LOG_DEBUG(LOG_SUB_TUNING, "calibration: arena profile of two points: %.2f GB/s at %zu bytes per rank, %.2f at "
                   "%zu", pf->rate[0] / 1e9, small_each, pf->rate[1] / 1e9, each[TUNE_CACHE]);
@@ -292,15 +298,12 @@ static chorus_result_t tune_measure_arena_profile(prims_t *p, tune_state_t *ts, 
     int n = prims_nranks(p), k = 0;
     double s = tune_share(&ts->comm);
     int nways = ts->comm.caps.single_copy ? 2 : 1;
-    for (size_t all = 256u << 10; all <= (128u << 20) && k < TUNE_PROFILE_MAX; all *= 2, k++) {
-        size_t each = CHORUS_MAX(all / (size_t)n, (size_t)4096);
+    for (size_t all = TUNE_SMALL_ARENA_BYTES; all <= (128u << 20) && k < TUNE_PROFILE_MAX; all *= 2, k++) {
+        size_t each = tune_arena_each(all, n);
         double t[2];
         CHECK(tune_time_arena(p, nways, each, all < (16u << 20) ? 5 : 2, e->algo_batch, scratch, t));
         static const tune_profile_kind_t kinds[] = {TUNE_PROFILE_ARENA, TUNE_PROFILE_CMA}; /* tune_arena_calls' */
-        for (int w = 0; w < nways; w++) {
-            tp->profile[kinds[w]].bytes[k] = algo_buffer_bytes(COLL_ALLGATHER, (double)each * n, n) * s;
-            tp->profile[kinds[w]].rate[k] = (double)each * n / t[w];
-        }
+        for (int w = 0; w < nways; w++) tune_profile_point(&tp->profile[kinds[w]], k, each, n, s, t[w]);
     }
     tp->profile[TUNE_PROFILE_ARENA].n = k;
     tp->profile[TUNE_PROFILE_CMA].n = nways > 1 ? k : 0;
@@ -407,7 +410,7 @@ static chorus_result_t tune_probe_arena(prims_t *p, tune_state_t *ts, int32_t *a
     char *scratch = tune_alloc(TUNE_SCRATCH_BYTES);
     if (!scratch) return CHORUS_ERR_NO_MEMORY;
     int n = prims_nranks(p);
-    size_t each = CHORUS_MAX(TUNE_CACHE_BYTES / (size_t)n, (size_t)4096);
+    size_t each = tune_arena_each(TUNE_CACHE_BYTES, n);
     double best = INFINITY;
     chorus_result_t res =
         tune_time_arena(p, 1, each, CHORUS_MAX(tune_quick.large_trips / 2, 1), tune_quick.algo_batch, scratch, &best);

@@ -93,6 +93,10 @@ static double tune_profile_time(const tune_profile_t *pf, double w)
  * every rank at once (TUNE_CACHE_BYTES in all for each rank a core runs), the local copy's and the
  * reduction's by one rank alone (TUNE_CACHE_BYTES, whatever s). -1 where the profile cannot say (fewer
  * than two points, or no slower at the memory end). */
+/* The working set per core of the calls that measured the cache figures, at s ranks a core: every rank's
+ * two buffers of TUNE_CACHE_BYTES in all. */
+static double tune_cache_working_set(double s) { return 2.0 * TUNE_CACHE_BYTES * s; }
+
 static double tune_profile_share(const tune_params_t *tp, tune_profile_kind_t kind, const tune_comm_t *tc,
                                  double buffers)
 {
@@ -100,7 +104,7 @@ static double tune_profile_share(const tune_params_t *tp, tune_profile_kind_t ki
     if (pf->n < 2) return -1;
     int alone = kind == TUNE_PROFILE_COPY;
     double s = tune_share(tc), w = buffers * s,
-           lo = tune_profile_time(pf, 2.0 * TUNE_CACHE_BYTES * (alone ? 1 : s)),
+           lo = tune_profile_time(pf, tune_cache_working_set(alone ? 1 : s)),
            hi = tune_profile_time(pf, 2.0 * TUNE_MEMORY_BYTES);
     if (hi <= lo) return -1;
     return CHORUS_MIN(CHORUS_MAX((tune_profile_time(pf, w) - lo) / (hi - lo), 0.0), 1.0);
@@ -130,7 +134,7 @@ static double tune_arena_excess(const tune_params_t *tp, const tune_comm_t *tc, 
 {
     const tune_profile_t *pf = &tp->profile[TUNE_PROFILE_ARENA];
     if (pf->n < 2 || tc->nranks < 2) return 0;
-    double s = tune_share(tc), anchor = 2.0 * TUNE_CACHE_BYTES * s, w = buffers * s;
+    double s = tune_share(tc), anchor = tune_cache_working_set(s), w = buffers * s;
     if (w >= anchor) return 0;
     double excess = tune_profile_time(pf, w) - tune_profile_time(pf, anchor);
     return excess > 0 ? excess * tc->nranks / (tc->nranks - 1.0) : 0;

@@ -252,8 +252,8 @@ void tune_machine(char *buf, size_t len, int *cores_p);
 /* The cache regime's buffers: within the last-level cache but past the private ones, as a collective's
  * data is (another core wrote it). At 256 KiB copies here ran at 80-116 GB/s, at 1 to 8 MiB at 50-57. */
 #define TUNE_CACHE_BYTES (1u << 20)
-/* The smaller working set of the arena profile the init measures where no tuning file gave one (the
- * smallest of chorus-tune's): tune_arena_excess in tune.c says why. */
+/* The smallest calls of chorus-tune's arena profile, and the smaller of the two the init measures where no
+ * tuning file gave one: tune_arena_excess in tune.c says why. */
 #define TUNE_SMALL_ARENA_BYTES (256u << 10)
 
 /* The memory regime's buffers, well past any last-level cache: local copies and sums of two such buffers,
