@@ -53,7 +53,7 @@ chorus_result_t broadcast_direct(prims_t *p, const coll_args_t *a)
         size_t bytes = CHORUS_MIN(per, a->count - off) * elem;
         void *slot;
         const void *theirs;
-        CHECK(prims_direct_begin(p, &slot));
+        CHECK(prims_direct_begin_placed(p, rank == a->root ? bytes : 0, &slot));
         if (rank == a->root) prims_copy_slot(p, slot, in + off * elem, bytes);
         prims_direct_publish(p, rank == a->root ? bytes : 0);
         if (rank == a->root) {

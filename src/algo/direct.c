@@ -16,7 +16,7 @@ chorus_result_t direct_empty_phase(prims_t *p)
 chorus_result_t direct_put(prims_t *p, const void *src, size_t bytes)
 {
     void *slot;
-    CHECK(prims_direct_begin(p, &slot));
+    CHECK(prims_direct_begin_placed(p, bytes, &slot));
     prims_copy_slot(p, slot, src, bytes);
     prims_direct_publish(p, bytes);
     return CHORUS_SUCCESS;
@@ -28,7 +28,7 @@ chorus_result_t direct_put_pieces(prims_t *p, const char *buf, size_t block_elem
     char *slot;
     int n = prims_nranks(p);
     size_t piece = cnt * elem;
-    CHECK(prims_direct_begin(p, (void **)&slot));
+    CHECK(prims_direct_begin_placed(p, (size_t)n * piece, (void **)&slot));
     for (int q = 0; q < n; q++)
         if (q != skip)
             prims_copy_slot(p, slot + (size_t)q * piece, buf + ((size_t)q * block_elems + off) * elem, piece);
@@ -44,12 +44,12 @@ chorus_result_t direct_reduce_scatter_chunk(prims_t *p, const char *in, size_t c
     const void *const *slots;
     prims_partition(cnt, n, rank, &soff, &scnt);
     /* This rank's own slice stays out of the slot: nobody else reads it, and the combine takes it from in. */
-    CHECK(prims_direct_begin(p, (void **)&slot));
+    CHECK(prims_direct_begin_placed(p, cnt * elem, (void **)&slot));
     prims_copy_slot(p, slot, in, soff * elem);
     prims_copy_slot(p, slot + (soff + scnt) * elem, in + (soff + scnt) * elem, (cnt - soff - scnt) * elem);
     prims_direct_publish(p, cnt * elem);
     CHECK(prims_direct_wait_all(p, &slots));
-    CHECK(prims_direct_begin(p, (void **)&slot)); /* slots stays valid: only a wait replaces it */
+    CHECK(prims_direct_begin_placed(p, scnt * elem, (void **)&slot)); /* slots stays valid: a wait replaces it */
     /* Where this rank's copies into slots stream lately, its slice is combined in scratch and copied in
      * as they are: combined in the slot, its stores would first take each line back from the peer that
      * read it last (util/copy.h, copy_shared). */

@@ -102,6 +102,9 @@ chorus_result_t prims_trees(prims_t *p, prims_tree_mode_t mode, const prims_tree
  * on it runs in phases, every rank the same phases in the same order:
  *     prims_direct_begin(&slot)  write this rank's part into slot  prims_direct_publish(bytes written)
  *     prims_direct_wait(peer, &theirs) for each peer whose part it needs, and read it
+ * prims_direct_begin_placed(bytes, &slot) begins a phase that writes that many bytes: slot is where in
+ * the rank's slot they go, away from lines the peers have read lately (prims_direct.c, direct_place);
+ * the readers' pointers (wait, wait_all) point there.
  * A rank must finish reading a phase's slots before it begins the next phase (begin waits, where needed,
  * until every peer has finished reading this rank's slot of two phases ago), and waits only for phases it
  * has published. Every published phase carries the operation's fingerprint: a peer in a different
@@ -121,6 +124,8 @@ chorus_result_t prims_trees(prims_t *p, prims_tree_mode_t mode, const prims_tree
 /* 0 when direct access is unavailable (ranks on several hosts, or no shared memory). */
 size_t prims_direct_bytes(const prims_t *p);
 chorus_result_t prims_direct_begin(prims_t *p, void **slot_p);
+#define PRIMS_DIRECT_PLACE_MIN ((size_t)4096) /* the smallest phase placed away from the slot's start */
+chorus_result_t prims_direct_begin_placed(prims_t *p, size_t bytes, void **slot_p);
 /* used: how many bytes of the slot readers need this phase (small amounts travel with the phase). */
 void prims_direct_publish(prims_t *p, size_t used);
 #define PRIMS_DIRECT_INLINE_BYTES 88

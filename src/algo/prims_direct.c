@@ -98,8 +98,37 @@ chorus_result_t prims_direct_begin(prims_t *p, void **slot_p)
     for (int q = 0; q < p->nranks; q++)
         if (q != p->rank) CHECK(direct_sync(p, q, phase - 1));
     p->phase = phase;
+    p->direct_offset = 0;
     prims_set_step(p, p->step + 1);
     *slot_p = shm_arena_slot(p->arena, p->rank, phase);
+    return CHORUS_SUCCESS;
+}
+
+/* A store into a line that another core has read lately, and holds still, first takes the line back
+ * from that core: on an AMD EPYC virtual machine (1 MiB of L2 per core) two processes that each copied
+ * 512 KiB into a buffer the other had just read took 40 us a copy, 11 once the reader had since copied
+ * 1 MiB of other data (256 KiB: 28 us against 6). A slot written every other phase is such a buffer:
+ * its readers read it two phases before. So, where each rank has a core of its own, a phase's bytes
+ * go round the slot, in page-aligned steps of their size, one step further each time the slot is used:
+ * the lines written were last read as many uses ago as the slot has steps. Measured there, 2 ranks,
+ * medians of 3 alternating runs: the direct AllGather of 16 KiB to 256 KiB in all 1.9 to 2.1 times as
+ * fast (64 KiB: 5.4 us against 2.6), the direct AllToAll of 64 and 256 KiB 1.7 and 1.8, the one-shot
+ * AllReduce of 8 to 128 KiB 1.3. Below a page the lines stay: the same AllGather of 2 KiB took 0.32 us
+ * going round against 0.25. Where ranks share cores, a peer on the same core reads the lines out of the
+ * cache they share, which going round only makes larger (4 ranks on 2 cores, the AllGather of 64 KiB:
+ * 13.3 us against 9.3). */
+static size_t direct_place(const prims_t *p, size_t bytes)
+{
+    size_t slot = shm_arena_slot_bytes(p->arena), step = CHORUS_ROUND_UP(bytes, PRIMS_DIRECT_PLACE_MIN);
+    if (!p->direct_spread || bytes < PRIMS_DIRECT_PLACE_MIN || step > slot / 2) return 0;
+    return (size_t)(p->phase >> 1) % (slot / step) * step;
+}
+
+chorus_result_t prims_direct_begin_placed(prims_t *p, size_t bytes, void **slot_p)
+{
+    CHECK(prims_direct_begin(p, slot_p));
+    p->direct_offset = direct_place(p, bytes);
+    *slot_p = (char *)*slot_p + p->direct_offset;
     return CHORUS_SUCCESS;
 }
 
@@ -122,7 +151,10 @@ void prims_direct_publish_inline(prims_t *p, const void *data, size_t bytes)
     shm_arena_publish_inline(p->arena, p->rank, p->phase, &p->fp, data, bytes);
 }
 
-void prims_direct_publish(prims_t *p, size_t used) { shm_arena_publish(p->arena, p->rank, p->phase, &p->fp, used); }
+void prims_direct_publish(prims_t *p, size_t used)
+{
+    shm_arena_publish(p->arena, p->rank, p->phase, &p->fp, p->direct_offset, used);
+}
 
 chorus_result_t prims_direct_wait(prims_t *p, int peer, const void **slot_p)
 {
@@ -136,7 +168,7 @@ chorus_result_t prims_direct_wait_all(prims_t *p, const void *const **slots_p)
     const void **slots = p->direct_slots;
     for (int q = 0; q < p->nranks; q++) {
         if (q == p->rank)
-            slots[q] = shm_arena_slot(p->arena, q, p->phase);
+            slots[q] = (const char *)shm_arena_slot(p->arena, q, p->phase) + p->direct_offset;
         else
             CHECK(prims_direct_wait(p, q, &slots[q]));
     }

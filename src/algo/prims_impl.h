@@ -62,6 +62,8 @@ struct prims {
     /* Direct access (NULL arena: none). */
     shm_arena_t *arena;
     uint32_t phase; /* the last phase this rank began */
+    size_t direct_offset; /* where in its slot this rank writes that phase (prims_direct_begin_placed) */
+    int direct_spread;    /* each rank of the host has a core of its own: phases go round the slots */
     const void **direct_slots; /* nranks entries, for prims_direct_wait_all */
     uint32_t *direct_seen;     /* by rank: the last phase seen published and fingerprint-checked */
     uint32_t *direct_known;    /* by rank: a phase it has published (not checked: prims_direct_begin_inline) */

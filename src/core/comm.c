@@ -359,6 +359,7 @@ static chorus_result_t comm_setup_arena(chorus_comm_t comm, const bootstrap_t *b
         return comm_error(comm, CHORUS_ERR_NO_MEMORY, "init: out of memory");
     }
     p->arena = arena;
+    p->direct_spread = comm->nranks <= comm_cpus();
     LOG_INFO(LOG_SUB_SHM, "host arena: %d ranks, slots of %zu bytes, %u stamps each", comm->nranks,
              shm_arena_slot_bytes(arena), shm_arena_stamps(arena));
     return comm_setup_single_copy(comm);

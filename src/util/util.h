@@ -11,6 +11,7 @@
 #define CHORUS_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define CHORUS_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define CHORUS_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define CHORUS_ROUND_UP(n, to) (((n) + (to) - 1) / (to) * (to))
 
 /* Monotonic clock in nanoseconds. */
 static inline int64_t time_now_ns(void)

@@ -61,7 +61,7 @@ static int child(const char *name, const uint8_t token[SHM_ARENA_TOKEN_BYTES], i
     char *slot = shm_arena_slot(a, r, 1);
     snprintf(slot, 16, "rank %d", r & 0xff);
     tag_of(tag, 7);
-    shm_arena_publish(a, r, 1, tag, 16);
+    shm_arena_publish(a, r, 1, tag, 0, 16);
     for (int q = 0; q < NRANKS; q++) {
         while (!shm_arena_reached(a, q, 1)) shm_arena_sleep(a, q, 1, 1000);
         char want[16];
@@ -71,7 +71,7 @@ static int child(const char *name, const uint8_t token[SHM_ARENA_TOKEN_BYTES], i
         bad += q != r && single_copy && !shm_arena_can_copy(a, q, err, sizeof(err));
     }
     tag_of(tag, 9);
-    shm_arena_publish(a, r, 2, tag, 0);
+    shm_arena_publish(a, r, 2, tag, 0, 0);
     if (!shm_arena_reached(a, 0, 2)) shm_arena_sleep(a, 0, 2, 20000); /* one sleep: a lost wake-up fails */
     bad += !shm_arena_reached(a, 0, 2);
     const char *big = shm_arena_data(a, 0, 2);
@@ -125,6 +125,17 @@ static void check_stamps(shm_arena_t *a)
     TEST_ASSERT(shm_arena_reached(a, 1, first + 1) && shm_arena_passed(a, 1, first) &&
                     !shm_arena_passed(a, 1, first + k + 1),
                 "the phase after it still stamped; passed compares with the last");
+    /* Data published from an offset into the slot: read there, or out of the stamp where it fits one. */
+    size_t at = shm_arena_slot_bytes(a) / 2, large = SHM_ARENA_LINE_BYTES + 100;
+    for (uint32_t ph = first + k + 1; ph <= first + k + 2; ph++) {
+        char *slot = shm_arena_slot(a, 1, ph);
+        size_t bytes = ph == first + k + 1 ? large : SHM_ARENA_LINE_BYTES;
+        for (size_t i = 0; i < bytes; i++) slot[at + i] = (char)(ph * 3 + i);
+        shm_arena_publish(a, 1, ph, tag, at, bytes);
+        const char *got = shm_arena_data(a, 1, ph);
+        TEST_ASSERT(memcmp(got, slot + at, bytes) == 0 && (bytes == large ? got == slot + at : got != slot + at),
+                    "phase %u: %zu bytes from offset %zu, %s", ph, bytes, at, bytes == large ? "in the slot" : "inline");
+    }
 }
 
 /* Mappings of chorus_mem_alloc regions in this process (their memfds' name), from /proc/self/maps. */
@@ -226,7 +237,7 @@ int main(void)
     shm_arena_set_self(a, 0, probe);
     strcpy(shm_arena_slot(a, 0, 1), "rank 0");
     tag_of(tag, 7);
-    shm_arena_publish(a, 0, 1, tag, 16);
+    shm_arena_publish(a, 0, 1, tag, 0, 16);
     for (int q = 1; q < NRANKS; q++) {
         while (!shm_arena_reached(a, q, 2)) shm_arena_sleep(a, q, 2, 1000);
         TEST_ASSERT(!single_copy || shm_arena_can_copy(a, q, err, sizeof(err)),
@@ -243,7 +254,7 @@ int main(void)
     char *slot = shm_arena_slot(a, 0, 2);
     for (int i = 0; i < SLOT; i++) slot[i] = (char)(i % 251);
     tag_of(tag, 9);
-    shm_arena_publish(a, 0, 2, tag, SLOT);
+    shm_arena_publish(a, 0, 2, tag, 0, SLOT);
     for (int r = 1; r < NRANKS; r++) {
         int status = 0;
         waitpid(kids[r], &status, 0);

@@ -11,7 +11,8 @@
  *
  * Each published phase has a stamp holding the phase number, the tag and, when the phase's data is at
  * most SHM_ARENA_LINE_BYTES, a copy of it: a reader polling the stamp gets all three in one cache-line
- * transfer, which is what small-message latency is made of. A rank has shm_arena_stamps() stamps, used
+ * transfer, which is what small-message latency is made of. Larger data stays in the slot, at the offset
+ * the writer chose there (the stamp says which). A rank has shm_arena_stamps() stamps, used
  * in turn. A phase whose data (up to SHM_ARENA_INLINE_BYTES) travels in its stamp alone
  * (shm_arena_publish_inline: no slot written) may be published once every peer has published the phase
  * after the one that stamp held last: through such phases a rank can run that many phases ahead of its
@@ -86,9 +87,9 @@ size_t shm_arena_slot_bytes(const shm_arena_t *arena);
 uint32_t shm_arena_stamps(const shm_arena_t *arena);
 /* rank's slot for phase (one of its two, by the phase's parity). */
 void *shm_arena_slot(const shm_arena_t *arena, int rank, uint32_t phase);
-/* Make this rank's writes so far visible with phase and its tag, and wake the peers sleeping on it. used:
- * how many bytes of the slot the readers need (up to SHM_ARENA_LINE_BYTES travel in the stamp). */
-void shm_arena_publish(shm_arena_t *arena, int rank, uint32_t phase, const void *tag, size_t used);
+/* Make this rank's writes so far visible with phase and its tag, and wake the peers sleeping on it. The
+ * readers need used bytes of the slot from offset on (up to SHM_ARENA_LINE_BYTES travel in the stamp). */
+void shm_arena_publish(shm_arena_t *arena, int rank, uint32_t phase, const void *tag, size_t offset, size_t used);
 /* Publish phase with up to SHM_ARENA_INLINE_BYTES of data in its stamp alone, leaving the slots alone. */
 void shm_arena_publish_inline(shm_arena_t *arena, int rank, uint32_t phase, const void *tag, const void *data,
                               size_t bytes);
@@ -101,7 +102,8 @@ uint32_t shm_arena_phase(const shm_arena_t *arena, int rank);
 /* Copy the tag rank published with phase into tag, if its stamp still holds it (a stamp of an older phase
  * than the caller's may be rewritten meanwhile); 0 if it does not. */
 int shm_arena_tag_copy(const shm_arena_t *arena, int rank, uint32_t phase, void *tag);
-/* The tag rank published with phase, and the phase's data (the stamp's copy, or the slot); valid once
+/* The tag rank published with phase, and the phase's data (the stamp's copy, or the slot at the offset
+ * published); valid once
  * reached, for as long as the caller has not published phase + 1 (rank cannot rewrite them before). */
 const void *shm_arena_tag(const shm_arena_t *arena, int rank, uint32_t phase);
 const void *shm_arena_data(const shm_arena_t *arena, int rank, uint32_t phase);
