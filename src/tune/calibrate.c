@@ -395,45 +395,85 @@ chorus_result_t tune_measure(prims_t *p, tune_state_t *ts, int thorough)
     return CHORUS_SUCCESS;
 }
 
-/* How far the host arena's time may stray, either way, from a tuning file's price for it before the file
- * counts as measured in another state of the machine. On an AMD EPYC virtual machine, for stretches of
- * seconds to minutes, the arena's algorithms took 2.5 to 10 times their usual time (docs/tuning.md, "Two
- * modes, told apart at init"); on a Xeon one, batches of 4 timed the direct AllGather at 0.87 to 0.96 of
- * chorus-tune's rate (above). */
+/* How far the host arena's or the link's time may stray, either way, from a tuning file's price for it
+ * before the file counts as measured in another state of the machine. On an AMD EPYC virtual machine, for
+ * stretches of seconds to minutes, the arena's algorithms took 2.5 to 10 times their usual time, and the
+ * AllGather and AllToAll over TCP on one host 1.7 to 2.5 (docs/tuning.md, "Two modes, told apart at
+ * init", "Going round the slot"); on a Xeon one, batches of 4 timed the direct AllGather at 0.87 to 0.96
+ * of chorus-tune's rate (above). */
 #define TUNE_PROBE_FACTOR 1.6
 
-/* Under TUNE_CALIBRATE_AUTO, where the tuning file was measured here: every rank times a few batches of the
- * direct AllGather of TUNE_CACHE_BYTES (tune_quick's), and rank 0 compares the best with what the file's
- * figures predict for it. On rank 0, *agrees_p: within TUNE_PROBE_FACTOR of it either way. */
-static chorus_result_t tune_probe_arena(prims_t *p, tune_state_t *ts, int32_t *agrees_p)
+/* The host arena, for tune_probe: every rank times a few batches of the direct AllGather of
+ * TUNE_CACHE_BYTES (tune_quick's); on rank 0, the best and the file's price for it. */
+static chorus_result_t tune_probe_arena(prims_t *p, tune_state_t *ts, double *best_p, double *price_p,
+                                        size_t *bytes_p)
 {
     char *scratch = tune_alloc(TUNE_SCRATCH_BYTES);
     if (!scratch) return CHORUS_ERR_NO_MEMORY;
     int n = prims_nranks(p);
     size_t each = tune_arena_each(TUNE_CACHE_BYTES, n);
-    double best = INFINITY;
     chorus_result_t res =
-        tune_time_arena(p, 1, each, CHORUS_MAX(tune_quick.large_trips / 2, 1), tune_quick.algo_batch, scratch, &best);
+        tune_time_arena(p, 1, each, CHORUS_MAX(tune_quick.large_trips / 2, 1), tune_quick.algo_batch, scratch, best_p);
     free(scratch);
     CHECK(res);
-    if (prims_rank(p) != 0) return CHORUS_SUCCESS;
     size_t count;
     const algo_desc_t *reg = algo_registry(&count), *d = NULL;
     for (size_t i = 0; i < count && !d; i++)
         if (reg[i].run == allgather_direct) d = &reg[i];
-    double price = d ? tune_predict(&ts->file.params, &ts->comm, d, (double)each * n) : 0;
+    *bytes_p = each * (size_t)n;
+    *price_p = d ? tune_predict(&ts->file.params, &ts->comm, d, (double)*bytes_p) : 0;
+    return CHORUS_SUCCESS;
+}
+
+/* Rank 0's link with its partner, for tune_probe where there is no arena: a few exchanges of
+ * TUNE_CACHE_BYTES (tune_quick's), the best against the file's price for one (what tune_measure_link
+ * takes its beta from), on rank 0. */
+static chorus_result_t tune_probe_link(prims_t *p, tune_state_t *ts, double *best_p, double *price_p)
+{
+    int me = prims_rank(p);
+    if (me != 0 && me != ts->partner) return CHORUS_SUCCESS;
+    char *buf = tune_alloc(2 * (size_t)TUNE_CACHE_BYTES);
+    if (!buf) return CHORUS_ERR_NO_MEMORY;
+    chorus_result_t res = tune_transfer(p, ts->partner, buf, TUNE_CACHE_BYTES, CHORUS_MAX(tune_quick.large_trips / 2, 1),
+                                        TUNE_EXCHANGE, best_p);
+    free(buf);
+    const tune_params_t *tp = &ts->file.params;
+    double pair_share = ts->comm.caps.hosts > 1 ? 1 : CHORUS_MAX(2.0 / CHORUS_MAX(ts->comm.cores, 1), 1.0);
+    double rate = tp->beta[ts->comm.net][TUNE_CACHE];
+    *price_p = rate > 0 ? pair_share * (tp->alpha[ts->comm.net] + TUNE_CACHE_BYTES / rate) : 0;
+    return res;
+}
+
+/* Under TUNE_CALIBRATE_AUTO, where the tuning file was measured here: a quick look at what the
+ * communicator's algorithms run on most (the host arena where there is one, else rank 0's link), the
+ * best time against the file's price for it. On rank 0, *agrees_p: within TUNE_PROBE_FACTOR of it
+ * either way. */
+static chorus_result_t tune_probe(prims_t *p, tune_state_t *ts, int32_t *agrees_p)
+{
+    double best = INFINITY, price = 0;
+    size_t bytes = TUNE_CACHE_BYTES;
+    char what[48], how[64];
+    if (ts->comm.caps.direct) {
+        CHECK(tune_probe_arena(p, ts, &best, &price, &bytes));
+        snprintf(what, sizeof(what), "the host arena");
+        snprintf(how, sizeof(how), "a direct AllGather of %zu bytes", bytes);
+    } else {
+        CHECK(tune_probe_link(p, ts, &best, &price));
+        snprintf(what, sizeof(what), "the %s link with rank %d", tune_link_name(ts->comm.net), ts->partner);
+        snprintf(how, sizeof(how), "an exchange of %zu bytes each way", bytes);
+    }
+    if (prims_rank(p) != 0) return CHORUS_SUCCESS;
     double ratio = price > 0 && isfinite(best) ? best / price : 1;
     *agrees_p = ratio <= TUNE_PROBE_FACTOR && ratio >= 1 / TUNE_PROBE_FACTOR;
     if (*agrees_p)
         LOG_INFO(LOG_SUB_TUNING, "no calibration at init: the tuning file was measured on this machine at %g "
-                 "rank%s per core, and the host arena runs as it says (a direct AllGather of %zu bytes: %.1f us, "
-                 "the file's price %.1f; CHORUS_TUNE_CALIBRATE=1 measures anyway)", tune_share(&ts->comm),
-                 tune_share(&ts->comm) == 1 ? "" : "s", each * (size_t)n, best * 1e6, price * 1e6);
+                 "rank%s per core, and %s runs as it says (%s: %.1f us, the file's price %.1f; "
+                 "CHORUS_TUNE_CALIBRATE=1 measures anyway)", tune_share(&ts->comm),
+                 tune_share(&ts->comm) == 1 ? "" : "s", what, how, best * 1e6, price * 1e6);
     else
-        LOG_INFO(LOG_SUB_TUNING, "calibration at init: the tuning file was measured on this machine, but the host "
-                 "arena runs at %.2f times its price now (a direct AllGather of %zu bytes: %.1f us, the file's "
-                 "price %.1f); measuring (CHORUS_TUNE_CALIBRATE=0 keeps the file's figures)", ratio,
-                 each * (size_t)n, best * 1e6, price * 1e6);
+        LOG_INFO(LOG_SUB_TUNING, "calibration at init: the tuning file was measured on this machine, but %s "
+                 "runs at %.2f times its price now (%s: %.1f us, the file's price %.1f); measuring "
+                 "(CHORUS_TUNE_CALIBRATE=0 keeps the file's figures)", what, ratio, how, best * 1e6, price * 1e6);
     return CHORUS_SUCCESS;
 }
 
@@ -460,13 +500,11 @@ chorus_result_t tune_setup(prims_t *p, tune_state_t *ts, int calibrate, char *er
         coll_args_t decide = {.coll = COLL_BROADCAST, .sendbuf = &here, .recvbuf = &here, .count = sizeof(here),
                               .dtype = chorus_uint8, .root = 0};
         CHECK(broadcast_binomial(p, &decide));
-        /* Unless the machine runs otherwise now than when the file was made: a quick look at the arena. */
-        if (here && ts->comm.caps.direct) {
-            CHECK(tune_probe_arena(p, ts, &here));
+        /* Unless the machine runs otherwise now than when the file was made: a quick look. */
+        if (here) {
+            CHECK(tune_probe(p, ts, &here));
             CHECK(broadcast_binomial(p, &decide));
-        } else if (me == 0 && here)
-            LOG_INFO(LOG_SUB_TUNING, "no calibration at init: the tuning file was measured on this machine at %g "
-                     "rank%s per core (CHORUS_TUNE_CALIBRATE=1 measures anyway)", s, s == 1 ? "" : "s");
+        }
         calibrate = !here;
     }
     if (calibrate) CHECK(tune_measure(p, ts, 0));

@@ -81,8 +81,8 @@ fi
 # this machine at the communicator's share of the cores and the host arena runs as the file prices it
 # (a quick look: within a factor 1.6), and says so; it measures where the arena strays from the file's
 # price (a machine in another state than when the file was made; here a file whose arena figures are
-# a thousandth of the machine's), where the file names another machine, or where asked to (1). A value
-# other than auto, 1 or 0 is refused, named.
+# a thousandth of the machine's), where the file names another machine, or where asked to (1). Without
+# the arena (TCP) the look is at rank 0's link. A value other than auto, 1 or 0 is refused, named.
 if [ "$(nproc)" -ge 2 ]; then
     out=$(CHORUS_TUNING_FILE=$tmp/tuned CHORUS_LOG_LEVEL=INFO CHORUS_LOG_SUBSYS=TUNING timeout 60 taskset -c 0,1 \
         "$run" -n 2 "$perf" allreduce -b 8 -e 8 -n 1 -w 0 2>&1)
@@ -99,6 +99,12 @@ if [ "$(nproc)" -ge 2 ]; then
         "$run" -n 2 "$perf" allreduce -b 8 -e 8 -n 1 -w 0 2>&1)
     check "a file of this machine whose arena figures stray from the arena's times: measured at init, saying why" \
         "$(grep -q 'calibration at init: .* the host arena runs at 0.0[0-9]* times its price now' <<< "$out" &&
+            grep -q 'cost model, measured at init' <<< "$out" && echo 0 || echo 1)"
+    sed -e 's/^beta tcp cache .*/beta tcp cache 0.001GB\/s/' "$tmp/tuned" > "$tmp/strayed_tcp"
+    out=$(CHORUS_TRANSPORT=tcp CHORUS_TUNING_FILE=$tmp/strayed_tcp CHORUS_LOG_LEVEL=INFO CHORUS_LOG_SUBSYS=TUNING \
+        timeout 60 taskset -c 0,1 "$run" -n 2 "$perf" allreduce -b 8 -e 8 -n 1 -w 0 2>&1)
+    check "over TCP, a file whose link figures stray from the link's times: measured at init, saying why" \
+        "$(grep -q 'calibration at init: .* the tcp link with rank 1 runs at 0.0[0-9]* times its price now' <<< "$out" &&
             grep -q 'cost model, measured at init' <<< "$out" && echo 0 || echo 1)"
     sed 's/^machine [^ ]* /machine elsewhere /' "$tmp/tuned" > "$tmp/elsewhere"
     check "a file of another machine: measured at init" \
