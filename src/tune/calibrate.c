@@ -347,6 +347,13 @@ static void tune_scale_memory_figures(tune_params_t *tp, const tune_params_t *wa
     if (was->beta_copy[TUNE_CACHE] > 0) tp->beta_stream *= tp->beta_copy[TUNE_CACHE] / was->beta_copy[TUNE_CACHE];
 }
 
+/* What two ranks' sharing of their host's cores adds to the times of their link (2 where they share one
+ * core), which the model applies itself (tune_share); 1 for a link between hosts (a core at each end). */
+static double tune_pair_share(const tune_state_t *ts, int same_host)
+{
+    return same_host ? CHORUS_MAX(2.0 / CHORUS_MAX(ts->comm.cores, 1), 1.0) : 1;
+}
+
 chorus_result_t tune_measure(prims_t *p, tune_state_t *ts, int thorough)
 {
     const tune_effort_t *e = thorough ? &tune_thorough : &tune_quick;
@@ -368,14 +375,12 @@ chorus_result_t tune_measure(prims_t *p, tune_state_t *ts, int thorough)
             tune_measure_profile(tp);
         }
     }
-    /* Rank 0's link with its partner, then across hosts with its own host's next rank; two ranks of one host
-     * share its cores (the link with another host is measured on a core at each end). */
-    double same_host = CHORUS_MAX(2.0 / CHORUS_MAX(ts->comm.cores, 1), 1.0);
+    /* Rank 0's link with its partner, then across hosts with its own host's next rank. */
     chorus_result_t res = prims_nranks(p) > 1 ? tune_measure_link(p, ts, e, scratch, ts->partner, ts->comm.net,
-                                                                  ts->comm.caps.hosts > 1 ? 1 : same_host)
+                                                                  tune_pair_share(ts, ts->comm.caps.hosts <= 1))
                                               : CHORUS_SUCCESS;
     if (res == CHORUS_SUCCESS && ts->inside_partner > 0)
-        res = tune_measure_link(p, ts, e, scratch, ts->inside_partner, ts->comm.inside, same_host);
+        res = tune_measure_link(p, ts, e, scratch, ts->inside_partner, ts->comm.inside, tune_pair_share(ts, 1));
     if (res == CHORUS_SUCCESS && ts->comm.caps.direct) res = tune_measure_arena(p, ts, e, scratch);
     if (res == CHORUS_SUCCESS && ts->comm.caps.direct && thorough) res = tune_measure_arena_profile(p, ts, e, scratch);
     free(scratch);
@@ -434,13 +439,14 @@ static chorus_result_t tune_probe_link(prims_t *p, tune_state_t *ts, double *bes
     if (me != 0 && me != ts->partner) return CHORUS_SUCCESS;
     char *buf = tune_alloc(2 * (size_t)TUNE_CACHE_BYTES);
     if (!buf) return CHORUS_ERR_NO_MEMORY;
-    chorus_result_t res = tune_transfer(p, ts->partner, buf, TUNE_CACHE_BYTES, CHORUS_MAX(tune_quick.large_trips / 2, 1),
-                                        TUNE_EXCHANGE, best_p);
+    int trips = CHORUS_MAX(tune_quick.large_trips / 2, 1);
+    chorus_result_t res = tune_transfer(p, ts->partner, buf, TUNE_CACHE_BYTES, trips, TUNE_EXCHANGE, best_p);
     free(buf);
     const tune_params_t *tp = &ts->file.params;
-    double pair_share = ts->comm.caps.hosts > 1 ? 1 : CHORUS_MAX(2.0 / CHORUS_MAX(ts->comm.cores, 1), 1.0);
     double rate = tp->beta[ts->comm.net][TUNE_CACHE];
-    *price_p = rate > 0 ? pair_share * (tp->alpha[ts->comm.net] + TUNE_CACHE_BYTES / rate) : 0;
+    *price_p = rate > 0 ? tune_pair_share(ts, ts->comm.caps.hosts <= 1) *
+                              (tp->alpha[ts->comm.net] + TUNE_CACHE_BYTES / rate)
+                        : 0;
     return res;
 }
 
