@@ -205,7 +205,8 @@ static void check_defaults(void)
     }
     /* AllToAll in place on one host: direct at every size (the others copy the input to scratch first). */
     TEST_ASSERT(strcmp(pick_args(&cfg, COLL_ALLTOALL, 1 << 20, 8, 1, 8, 1), "direct") == 0, "alltoall 8 MiB in place");
-    TEST_ASSERT(strcmp(pick_args(&cfg, COLL_ALLTOALL, 1 << 20, 8, 1, 8, 0), "cma") == 0, "alltoall 8 MiB out of place");
+    TEST_ASSERT(strcmp(pick_args(&cfg, COLL_ALLTOALL, 1 << 20, 8, 1, 8, 0), model_among(COLL_ALLTOALL, 1 << 20, 8, 1,
+                "direct,cma")) == 0, "alltoall 8 MiB out of place: the model's choice between direct and cma");
     TEST_ASSERT(strcmp(pick_args(&cfg, COLL_ALLTOALL, 1 << 20, 8, 0, 8, 1), "pairwise") == 0, "in place, two hosts");
     /* Per-rank counts are scaled by nranks: 8 x 16K is large. */
     TEST_ASSERT(strcmp(pick(&cfg, COLL_ALLGATHER, 16 << 10, 8), "ring") == 0, "allgather sized as the whole buffer");
@@ -361,7 +362,9 @@ static void check_single_copy_fast(void)
     char err[512];
     TEST_ASSERT(parse(NULL, &cfg, err), "empty settings: %s", err);
     /* want[mode]: the choice with single-copy reads as built in (0), faster than the arena (1), and only
-     * faster than a copy and an arena read together (2). */
+     * faster than a copy and an arena read together (2); "model": the model's among the rule's names
+     * (direct, ring and cma for the AllGather; direct and cma for the AllToAll from 8 ranks; direct,
+     * pairwise and cma for the others). */
     static const struct {
         coll_kind_t coll;
         size_t count;
@@ -439,8 +442,9 @@ static void check_single_copy_fast(void)
         {COLL_BROADCAST, 16 << 20, 4, 1, 0, {"direct", "direct", "direct"}, "broadcast 16 MiB, 4 ranks"},
         {COLL_BROADCAST, 1 << 20, 3, 1, 0, {"direct", "direct", "direct"}, "broadcast 1 MiB, 3 ranks"},
         {COLL_BROADCAST, 1 << 20, 8, 1, 0, {"direct", "direct", "direct"}, "broadcast 1 MiB, 8 ranks"},
-        {COLL_ALLTOALL, 1 << 20, 8, 1, 0, {"cma", "cma", "cma"}, "alltoall 8 MiB, 8 ranks"},
-        {COLL_ALLTOALL, 32 << 10, 8, 1, 0, {"cma", "cma", "cma"}, "alltoall 256 KiB, 8 ranks"},
+        /* From 8 ranks out of place from 256 KiB: the model's choice between direct and single copy. */
+        {COLL_ALLTOALL, 1 << 20, 8, 1, 0, {"model", "model", "model"}, "alltoall 8 MiB, 8 ranks"},
+        {COLL_ALLTOALL, 32 << 10, 8, 1, 0, {"model", "model", "model"}, "alltoall 256 KiB, 8 ranks"},
         {COLL_ALLTOALL, 16 << 10, 8, 1, 0, {"direct", "direct", "direct"}, "alltoall 128 KiB, 8 ranks"},
         {COLL_ALLTOALL, 64 << 10, 8, 1, 1, {"direct", "direct", "direct"}, "alltoall 512 KiB in place, 8 ranks"},
         /* The single-copy ReduceScatter: 2 ranks from 16 KiB where it is fast, from 64 KiB where it saves a
@@ -472,7 +476,9 @@ static void check_single_copy_fast(void)
             const char *want = cases[k].want[mode];
             if (strcmp(want, "model") == 0)
                 want = model_among(cases[k].coll, cases[k].count, cases[k].nranks, cases[k].direct,
-                                   cases[k].coll == COLL_ALLGATHER ? "direct,ring,cma" : "direct,pairwise,cma");
+                                   cases[k].coll == COLL_ALLGATHER ? "direct,ring,cma"
+                                   : cases[k].nranks >= 8          ? "direct,cma"
+                                                                   : "direct,pairwise,cma");
             const char *got = pick_args(&cfg, cases[k].coll, cases[k].count, cases[k].nranks, cases[k].direct,
                                         cases[k].nranks, cases[k].in_place);
             TEST_ASSERT(strcmp(got, want) == 0, "%s, single copy mode %d: %s, not %s", cases[k].what, mode, got,
