@@ -49,7 +49,7 @@ chorus_result_t direct_reduce_scatter_chunk(prims_t *p, const char *in, size_t c
     prims_copy_slot(p, slot + (soff + scnt) * elem, in + (soff + scnt) * elem, (cnt - soff - scnt) * elem);
     prims_direct_publish(p, cnt * elem);
     CHECK(prims_direct_wait_all(p, &slots));
-    CHECK(prims_direct_begin_placed(p, scnt * elem, (void **)&slot)); /* slots stays valid: a wait replaces it */
+    CHECK(prims_direct_begin_placed(p, scnt * elem, (void **)&slot)); /* slots stays valid until a wait */
     /* Where this rank's copies into slots stream lately, its slice is combined in scratch and copied in
      * as they are: combined in the slot, its stores would first take each line back from the peer that
      * read it last (util/copy.h, copy_shared). */

@@ -134,7 +134,7 @@ static void check_stamps(shm_arena_t *a)
         shm_arena_publish(a, 1, ph, tag, at, bytes);
         const char *got = shm_arena_data(a, 1, ph);
         TEST_ASSERT(memcmp(got, slot + at, bytes) == 0 && (bytes == large ? got == slot + at : got != slot + at),
-                    "phase %u: %zu bytes from offset %zu, %s", ph, bytes, at, bytes == large ? "in the slot" : "inline");
+                    "phase %u: %zu bytes from offset %zu, %s", ph, bytes, at, bytes == large ? "slot" : "inline");
     }
 }
 
