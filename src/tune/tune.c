@@ -87,16 +87,16 @@ static double tune_profile_time(const tune_profile_t *pf, double w)
     return (1 - x) / pf->rate[k - 1] + x / pf->rate[k];
 }
 
+/* The working set per core of the calls that measured the cache figures, at s ranks a core: every rank's
+ * two buffers of TUNE_CACHE_BYTES in all. */
+static double tune_cache_working_set(double s) { return 2.0 * TUNE_CACHE_BYTES * s; }
+
 /* The memory share by a profile, at the call's working set per core (its buffers for each of the s ranks a
  * core runs): from the working set of the calls that measured the cache figures to that of the memory
  * figures' (two TUNE_MEMORY_BYTES buffers). The cache figures of the links and the arena were measured by
  * every rank at once (TUNE_CACHE_BYTES in all for each rank a core runs), the local copy's and the
  * reduction's by one rank alone (TUNE_CACHE_BYTES, whatever s). -1 where the profile cannot say (fewer
  * than two points, or no slower at the memory end). */
-/* The working set per core of the calls that measured the cache figures, at s ranks a core: every rank's
- * two buffers of TUNE_CACHE_BYTES in all. */
-static double tune_cache_working_set(double s) { return 2.0 * TUNE_CACHE_BYTES * s; }
-
 static double tune_profile_share(const tune_params_t *tp, tune_profile_kind_t kind, const tune_comm_t *tc,
                                  double buffers)
 {
