@@ -111,9 +111,9 @@ chorus_result_t prims_direct_begin(prims_t *p, void **slot_p)
  * its readers read it two phases before. So, where each rank has a core of its own, a phase's bytes
  * go round the slot, in page-aligned steps of their size, one step further each time the slot is used:
  * the lines written were last read as many uses ago as the slot has steps. Measured there, 2 ranks,
- * medians of 3 alternating runs: the direct AllGather of 16 KiB to 256 KiB in all 1.9 to 2.1 times as
- * fast (64 KiB: 5.4 us against 2.6), the direct AllToAll of 64 and 256 KiB 1.7 and 1.8, the one-shot
- * AllReduce of 8 to 128 KiB 1.3. Below a page the lines stay: the same AllGather of 2 KiB took 0.32 us
+ * medians of 3 alternating runs: the direct AllGather of 64 and 256 KiB in all 2.1 and 2.2 times as fast
+ * (64 KiB: 5.5 us against 2.6), the direct AllToAll of 16 to 256 KiB 1.7 to 2.0, the one-shot AllReduce
+ * of 8 to 128 KiB 1.3 (docs/algorithms.md, "Going round the slot"). Below a page the lines stay: the same AllGather of 2 KiB took 0.32 us
  * going round against 0.25. Where ranks share cores, a peer on the same core reads the lines out of the
  * cache they share, which going round only makes larger (4 ranks on 2 cores, the AllGather of 64 KiB:
  * 13.3 us against 9.3). */
