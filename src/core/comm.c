@@ -195,6 +195,17 @@ static chorus_result_t comm_setup_tuning(chorus_comm_t comm)
  * by rank (-1 for none), watched during the exchange so that a rank that dies anywhere ends it at once and
  * is the one named, not the peer of the exchange. Takes ownership of socks[peer] when it succeeds; sets it
  * to -1 when it is closed. */
+/* The TCP send buffer to request towards peer: CHORUS_SOCKET_SEND_BUFFER, or for auto (-1) 128 KiB, and
+ * 256 KiB to a peer on this host where each of the host's ranks has a processor (docs/design.md, Data
+ * path: over loopback the larger buffer lets one send take twice the bytes, while the two copies, into
+ * the socket and out of it, run on cores of their own; with more ranks than processors, or across
+ * hosts, it queued more than it moved). */
+static size_t comm_send_buffer_bytes(chorus_comm_t comm, const bootstrap_t *bs, int peer)
+{
+    if (comm->params.socket_send_buffer >= 0) return (size_t)comm->params.socket_send_buffer;
+    return comm_same_host(bs, peer, comm->rank) && !comm->engine.yield ? 256 << 10 : 128 << 10;
+}
+
 static chorus_result_t comm_open_transport(chorus_comm_t comm, const bootstrap_t *bs, int peer, int *socks,
                                            int64_t deadline)
 {
@@ -202,7 +213,7 @@ static chorus_result_t comm_open_transport(chorus_comm_t comm, const bootstrap_t
     int64_t left_ms = deadline == INT64_MAX ? 0 : CHORUS_MAX(time_left_ms(deadline, INT32_MAX), 1);
     transport_options_t topt = {.chunk_bytes = (size_t)comm->params.chunk_size,
                                 .socket_buffer = (size_t)comm->params.socket_buffer,
-                                .socket_send_buffer = (size_t)comm->params.socket_send_buffer,
+                                .socket_send_buffer = comm_send_buffer_bytes(comm, bs, peer),
                                 .shm_ring_bytes = (size_t)comm->params.shm_ring_size,
                                 .shm_setup_timeout_ms = left_ms,
                                 .watch_fds = socks,

@@ -56,6 +56,7 @@ typedef struct tcp_conn {
     transport_conn_t base;
     int fd;
     size_t chunk_bytes;
+    size_t send_budget; /* payload one progress() call may send: a chunk, or the socket's buffer if more */
     chorus_result_t err; /* sticky: once set, the connection is dead */
     int sys_errno;
     /* Bytes are waiting in the socket with no receive posted: polling for POLLIN would only spin. */
@@ -524,9 +525,9 @@ static chorus_result_t tcp_progress(transport_conn_t *base, int *moved)
     if (conn->abandoned) return tcp_discard(conn);
     /* A bounded payload per direction and call (transport_piece_bytes): with a fast sender the socket
      * never runs dry, and the caller must get each piece as it lands (to reduce it while the next is on
-     * the wire). Sends take one chunk, so that the receive side gets its turn; receives are sized by the
-     * message at the head of the queue. */
-    size_t send_budget = transport_piece_bytes(conn->chunk_bytes, 0);
+     * the wire). Sends take what the socket's buffer holds (at least a chunk), so that the receive side
+     * gets its turn; receives are sized by the message at the head of the queue. */
+    size_t send_budget = conn->send_budget;
     size_t recv_budget = transport_piece_bytes(conn->chunk_bytes, conn->rx.q.head ? conn->rx.q.head->len : 0);
     int send_more = conn->tx.q.head != NULL;
     int recv_more = conn->rx.q.head != NULL;
@@ -635,6 +636,13 @@ chorus_result_t tcp_conn_open(int fd, const transport_options_t *opt, transport_
     conn->base.ops = &tcp_ops;
     conn->fd = fd;
     conn->chunk_bytes = opt->chunk_bytes;
+    /* Sends as long as the buffer the kernel granted holds, a chunk at least: over loopback, sends capped
+     * at a chunk took a fifth longer (docs/design.md, Data path, "Longer sends inside a host"). */
+    int granted = 0;
+    socklen_t granted_len = sizeof(granted);
+    if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &granted, &granted_len) < 0) granted = 0;
+    conn->send_budget = transport_piece_bytes(opt->chunk_bytes, 0);
+    if (conn->send_budget < (size_t)CHORUS_MAX(granted, 0)) conn->send_budget = (size_t)granted;
     LOG_DEBUG(LOG_SUB_NET, "tcp: fd %d open, chunk %zu bytes, socket buffers %zu bytes to send, %zu to receive", fd,
               opt->chunk_bytes, opt->socket_send_buffer, opt->socket_buffer);
     *conn_p = &conn->base;
