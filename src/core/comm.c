@@ -254,7 +254,8 @@ static chorus_result_t comm_open_transport(chorus_comm_t comm, const bootstrap_t
         return comm_error(comm, res, "init: cannot set up the connection to rank %d", peer);
     }
     comm->ntcp++;
-    LOG_INFO(LOG_SUB_INIT, "rank %d (%s) via tcp", peer, comm->hosts[peer]);
+    LOG_INFO(LOG_SUB_INIT, "rank %d (%s) via tcp (send buffer %zu bytes)", peer, comm->hosts[peer],
+             topt.socket_send_buffer);
     return CHORUS_SUCCESS;
 }
 

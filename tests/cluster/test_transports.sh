@@ -20,7 +20,7 @@ for ((r = 0; r < n; r++)); do
         [ $r = $p ] && continue
         want=tcp
         [ $((r / per)) = $((p / per)) ] && want=shm
-        if grep -q "INIT rank $p (.*) via $want\$" "$logs/rank.$r.err"; then pass=$((pass + 1)); else
+        if grep -q "INIT rank $p (.*) via $want\( (.*)\)\?\$" "$logs/rank.$r.err"; then pass=$((pass + 1)); else
             fail=$((fail + 1))
             echo "rank $r: expected 'rank $p ... via $want'; it logged: $(grep "INIT rank $p (" "$logs/rank.$r.err")"
         fi
