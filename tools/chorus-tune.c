@@ -281,7 +281,7 @@ static chorus_result_t measure(chorus_comm_t comm, const passes_t *ps, tune_para
         }
         CHECK(comm_tune_measure(comm, &runs[i], link_p, share_p));
     }
-    tune_params_median(tp, runs, ps->count);
+    comm_tune_median(comm, tp, runs, ps->count);
     return CHORUS_SUCCESS;
 }
 

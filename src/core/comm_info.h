@@ -26,6 +26,10 @@ const char *comm_model_predict(chorus_comm_t comm, int coll, size_t count, choru
  * share of the cores the figures were measured at (tune_share). */
 chorus_result_t comm_tune_measure(chorus_comm_t comm, tune_params_t *tp_p, tune_link_t *link_p, double *share_p);
 
+/* chorus-tune: the median of k passes' results (tune_params_median), the arena's rates derived again from
+ * the median times (tune_derive_arena) for this communicator's layout. */
+void comm_tune_median(chorus_comm_t comm, tune_params_t *tp, const tune_params_t *runs, int k);
+
 /* chorus-tune: what calls may choose from now on, in CHORUS_ALGO's syntax (NULL or "": anything), as if
  * the communicator had been made with it. On every rank alike, between calls, with nothing in flight. */
 chorus_result_t comm_set_algo(chorus_comm_t comm, const char *text);

@@ -126,6 +126,12 @@ chorus_result_t comm_tune_measure(chorus_comm_t comm, tune_params_t *tp_p, tune_
     return comm_op_end(comm, res);
 }
 
+void comm_tune_median(chorus_comm_t comm, tune_params_t *tp, const tune_params_t *runs, int k)
+{
+    tune_params_median(tp, runs, k);
+    tune_derive_arena(tp, &comm->tune.comm, comm->nranks);
+}
+
 chorus_result_t comm_set_algo(chorus_comm_t comm, const char *text)
 {
     algo_config_t cfg;

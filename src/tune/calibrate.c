@@ -20,6 +20,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tune/tune.h"
 #include "util/log.h"
@@ -205,6 +206,33 @@ static chorus_result_t tune_busiest_cpu(prims_t *p, int *busiest_p)
     return CHORUS_SUCCESS;
 }
 
+void tune_derive_arena(tune_params_t *tp, const tune_comm_t *tc, int n)
+{
+    static const algo_cost_fn costs[TUNE_ARENA_CALLS] = {allgather_direct_cost, allgather_cma_cost, alltoall_cma_cost};
+    static const char *const names[TUNE_ARENA_CALLS] = {"direct allgather", "single-copy allgather",
+                                                        "single-copy alltoall"};
+    for (int r = 0; r < TUNE_REGIMES; r++)
+        for (int w = 0; w < TUNE_ARENA_CALLS; w++) {
+            if (!(tp->arena_call[r][w] > 0)) continue;
+            double *rate = w == 0 ? tp->beta[TUNE_LINK_ARENA] : w == 1 ? tp->beta_cma : tp->beta_cma_read;
+            size_t each = tune_arena_each(r == TUNE_CACHE ? TUNE_CACHE_BYTES : TUNE_MEMORY_BYTES, n);
+            algo_shape_t shape = {.p = n, .n = (double)each * n, .chunk = tc->chunk, .slot = tc->slot,
+                                  .shared = tc->caps.oversubscribed, .cache_share = tc->cache_share};
+            algo_cost_t c = costs[w](&shape);
+            double rest = tp->arena_call[r][w] - c.steps * tp->alpha[TUNE_LINK_ARENA] -
+                          (c.copied - c.streamed) / tp->beta_copy[r] -
+                          c.streamed * tune_stream_per_byte(tp, 1 / tp->beta_copy[r]);
+            LOG_DEBUG(LOG_SUB_TUNING, "calibration: %s of %zu bytes per rank (per block): %.1f us per call at a core "
+                      "each; %.1f us left to %.0f bytes of reads after %.0f steps and %.0f bytes copied",
+                      names[w], each, tp->arena_call[r][w] * 1e6, rest * 1e6, c.bytes, c.steps, c.copied);
+            /* Reading a peer's data is a copy: no faster than a local one in cache (a disturbed subtraction
+             * could otherwise promise any rate). In memory too: there the direct AllGather reads the peers'
+             * slots, which stay in cache, into an output its copies stream to, which outruns a copy between
+             * two buffers in memory (docs/tuning.md, "Figures per share of the cores"). */
+            if (rest > 0) rate[r] = CHORUS_MIN(c.bytes / rest, tp->beta_copy[TUNE_CACHE]);
+        }
+}
+
 /* alpha: the best mean of batches of back-to-back barriers (a single one can find every peer there
  * already). beta of the arena and of single-copy reads: from a direct and a single-copy allgather (each
  * moves (p - 1) each from the peers into every rank), what its cost terms leave to those reads. */
@@ -250,26 +278,10 @@ static chorus_result_t tune_measure_arena(prims_t *p, tune_state_t *ts, const tu
                  "measured (%.3g for the model); its figures are taken at that share", CHORUS_MIN(before, after), n,
                  tune_share(&ts->comm));
     if (best > 0 && isfinite(best)) tp->alpha[TUNE_LINK_ARENA] = best / share;
-    static const algo_cost_fn costs[] = {allgather_direct_cost, allgather_cma_cost, alltoall_cma_cost};
-    static const char *const names[] = {"direct allgather", "single-copy allgather", "single-copy alltoall"};
+    memset(tp->arena_call, 0, sizeof(tp->arena_call));
     for (int r = 0; r < regimes; r++)
-        for (int w = 0; w < nways; w++) {
-            double *rate = w == 0 ? tp->beta[TUNE_LINK_ARENA] : w == 1 ? tp->beta_cma : tp->beta_cma_read;
-            algo_shape_t shape = {.p = n, .n = (double)each[r] * n, .chunk = ts->comm.chunk, .slot = ts->comm.slot,
-                                  .shared = ts->comm.caps.oversubscribed, .cache_share = ts->comm.cache_share};
-            algo_cost_t c = costs[w](&shape);
-            double rest = t[r][w] / share - c.steps * tp->alpha[TUNE_LINK_ARENA] -
-                          (c.copied - c.streamed) / tp->beta_copy[r] -
-                          c.streamed * tune_stream_per_byte(tp, 1 / tp->beta_copy[r]);
-            LOG_DEBUG(LOG_SUB_TUNING, "calibration: %s of %zu bytes per rank (per block): best %.1f us per call "
-                      "of batches of %d; %.1f us left to %.0f bytes of reads after %.0f steps and %.0f bytes copied",
-                      names[w], each[r], t[r][w] * 1e6, e->algo_batch, rest * 1e6, c.bytes, c.steps, c.copied);
-            /* Reading a peer's data is a copy: no faster than a local one in cache (a disturbed subtraction
-             * could otherwise promise any rate). In memory too: there the direct AllGather reads the peers'
-             * slots, which stay in cache, into an output its copies stream to, which outruns a copy between
-             * two buffers in memory (docs/tuning.md, "Figures per share of the cores"). */
-            if (rest > 0) rate[r] = CHORUS_MIN(c.bytes / rest, tp->beta_copy[TUNE_CACHE]);
-        }
+        for (int w = 0; w < nways; w++) tp->arena_call[r][w] = isfinite(t[r][w]) ? t[r][w] / share : 0;
+    tune_derive_arena(tp, &ts->comm, n);
     tune_profile_t *pf = &tp->profile[TUNE_PROFILE_ARENA];
     if (t_small > 0 && t[TUNE_CACHE][0] > 0 && pf->n < 2 && isfinite(t_small) && isfinite(t[TUNE_CACHE][0])) {
         tune_profile_point(pf, 0, small_each, n, tune_share(&ts->comm), t_small);

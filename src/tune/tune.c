@@ -61,7 +61,7 @@ void tune_params_median(tune_params_t *tp, const tune_params_t *runs, int k)
         TUNE_FIGURE(alpha), TUNE_FIGURE(beta),  TUNE_FIGURE(beta_oneway),  TUNE_FIGURE(beta_cma), TUNE_FIGURE(beta_cma_read),
         TUNE_FIGURE(beta_copy), TUNE_FIGURE(beta_stream), TUNE_FIGURE(gamma), TUNE_FIGURE(cache_bytes),
         TUNE_FIGURE(profile[TUNE_PROFILE_ARENA].rate), TUNE_FIGURE(profile[TUNE_PROFILE_CMA].rate),
-        TUNE_FIGURE(profile[TUNE_PROFILE_COPY].rate),
+        TUNE_FIGURE(profile[TUNE_PROFILE_COPY].rate), TUNE_FIGURE(arena_call),
 #undef TUNE_FIGURE
     };
     k = CHORUS_MIN(k, TUNE_MEDIAN_MAX);

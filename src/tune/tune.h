@@ -48,6 +48,9 @@ typedef struct tune_profile {
  * slots; and the reductions). */
 typedef enum { TUNE_PROFILE_ARENA, TUNE_PROFILE_CMA, TUNE_PROFILE_COPY, TUNE_PROFILES } tune_profile_kind_t;
 
+/* The arena calls the rates of the arena and of single-copy reads are derived from (calibrate.c). */
+#define TUNE_ARENA_CALLS 3
+
 typedef struct tune_params {
     double alpha[TUNE_LINK_COUNT];               /* seconds per step (arena: per synchronisation) */
     double beta[TUNE_LINK_COUNT][TUNE_REGIMES];  /* bytes per second through a rank's link (arena: read from peers) */
@@ -65,6 +68,11 @@ typedef struct tune_params {
      * at init the tuning file's are kept). Only their shapes count: where one has points it sets the
      * memory share of the terms it prices instead of cache_bytes (tune_memory_share). */
     tune_profile_t profile[TUNE_PROFILES];
+    /* Not in files: what the arena's rates (beta[ARENA], beta_cma, beta_cma_read) were derived from, per
+     * regime, so that a median over runs derives them again from the median times (tune_derive_arena):
+     * seconds per call of the direct AllGather, the single-copy AllGather and the single-copy AllToAll at
+     * one rank a core (the share the ranks had divided out), 0 where not measured. */
+    double arena_call[TUNE_REGIMES][TUNE_ARENA_CALLS];
     char source[256];                            /* where they come from, for the logs */
 } tune_params_t;
 
@@ -105,6 +113,13 @@ double tune_memory_share(const tune_params_t *tp, const tune_comm_t *tc, tune_pr
  * nothing. k at most TUNE_MEDIAN_MAX. */
 #define TUNE_MEDIAN_MAX 9
 void tune_params_median(tune_params_t *tp, const tune_params_t *runs, int k);
+
+/* The arena's rates from tp->arena_call and the figures they depend on (alpha[ARENA], beta_copy,
+ * beta_stream), on n ranks laid out as tc says: what each call's time leaves to its reads once its steps
+ * and copies are priced. The measurement derives them from its own times; after a median over runs,
+ * deriving them again from the median times and figures keeps the model's price for the calls it was
+ * measured by at their median time (docs/tuning.md, "Medians of times, not of rates"). */
+void tune_derive_arena(tune_params_t *tp, const tune_comm_t *tc, int n);
 
 /* The parameters measured on the reference machine (docs/tuning.md says how and when). */
 void tune_params_builtin(tune_params_t *tp);

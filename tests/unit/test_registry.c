@@ -1,6 +1,7 @@
 /* The algorithm registry: CHORUS_ALGO's syntax (forcing, lists, exclusion, per collective, errors that
  * name the valid choices) and the default rule (small calls take the log p algorithms, large ones the
  * ring or chain; forcing and exclusion override it). */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -619,6 +620,36 @@ static void check_params_median(void)
     TEST_ASSERT(med.beta_copy[TUNE_CACHE] == runs[0].beta_copy[TUNE_CACHE], "figures alike in every pass kept");
 }
 
+/* chorus-tune's passes and the arena's rates: derived again from the median times and figures, the model
+ * prices the call that measured them at its median time. Derived pass by pass, each from its own copy
+ * rate, and then the medians taken, the same three passes would price it elsewhere. */
+static void check_derive_arena(void)
+{
+    static tune_state_t ts;
+    state_for(&ts, 8, 1, 2); /* 8 ranks on 2 cores: 4 a core */
+    const double call[3] = {4.8e-3, 6.3e-3, 3.9e-3}, copy[3] = {7.1e9, 13.5e9, 11.3e9}; /* s per call at a core each */
+    tune_params_t runs[3], med;
+    for (int i = 0; i < 3; i++) {
+        runs[i] = ts.file.params;
+        runs[i].beta_copy[TUNE_MEMORY] = copy[i];
+        runs[i].arena_call[TUNE_MEMORY][0] = call[i];
+        tune_derive_arena(&runs[i], &ts.comm, 8);
+    }
+    size_t n, k = 0;
+    const algo_desc_t *t = algo_registry(&n);
+    while (k < n && !(t[k].coll == COLL_ALLGATHER && strcmp(t[k].name, "direct") == 0)) k++;
+    TEST_ASSERT(k < n, "no direct allgather");
+    if (k == n) return;
+    double bytes = (double)TUNE_MEMORY_BYTES, share = tune_share(&ts.comm), want = share * 4.8e-3;
+    tune_params_median(&med, runs, 3);
+    double medians_only = tune_predict(&med, &ts.comm, &t[k], bytes);
+    tune_derive_arena(&med, &ts.comm, 8);
+    double derived = tune_predict(&med, &ts.comm, &t[k], bytes);
+    TEST_ASSERT(fabs(derived / want - 1) < 1e-6, "priced at %g s, the median time %g", derived, want);
+    TEST_ASSERT(fabs(medians_only / want - 1) > 0.05, "the medians alone priced it at %g s (%g): the test would "
+                "not tell", medians_only, want);
+}
+
 /* A communicator's repeated calls: tune_select_again gives what tune_select would for each call, as the
  * collective, size and layout change and repeat (a stale memo would keep an earlier call's algorithm). */
 static void check_select_again(void)
@@ -781,6 +812,7 @@ int main(void)
     check_rule_model();
     check_errors();
     check_params_median();
+    check_derive_arena();
     check_select_again();
     check_hosts();
     check_levels();
