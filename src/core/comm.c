@@ -190,22 +190,25 @@ static chorus_result_t comm_setup_tuning(chorus_comm_t comm)
     return comm_tune_init(comm, most, partner, shm ? inside : -1, shm, comm_cpus());
 }
 
+/* CHORUS_SOCKET_SEND_BUFFER=auto: 128 KiB, and 256 KiB to a peer on this host where each of the host's
+ * ranks has a processor (docs/design.md, Data path: over loopback the larger buffer lets one send take
+ * twice the bytes, while the two copies, into the socket and out of it, run on cores of their own; with
+ * more ranks than processors, or across hosts, it queued more than it moved). */
+#define COMM_SEND_BUFFER (128u << 10)
+#define COMM_SEND_BUFFER_LOCAL (256u << 10)
+
+/* The TCP send buffer to request towards peer. */
+static size_t comm_send_buffer_bytes(chorus_comm_t comm, const bootstrap_t *bs, int peer)
+{
+    if (comm->params.socket_send_buffer >= 0) return (size_t)comm->params.socket_send_buffer;
+    return comm_same_host(bs, peer, comm->rank) && !comm->engine.yield ? COMM_SEND_BUFFER_LOCAL : COMM_SEND_BUFFER;
+}
+
 /* The transport to one peer: shared memory when it shares this host (and CHORUS_TRANSPORT allows), proven
  * to work by shm_conn_open's token exchange; TCP otherwise or when that fails. socks: every peer's socket
  * by rank (-1 for none), watched during the exchange so that a rank that dies anywhere ends it at once and
  * is the one named, not the peer of the exchange. Takes ownership of socks[peer] when it succeeds; sets it
  * to -1 when it is closed. */
-/* The TCP send buffer to request towards peer: CHORUS_SOCKET_SEND_BUFFER, or for auto (-1) 128 KiB, and
- * 256 KiB to a peer on this host where each of the host's ranks has a processor (docs/design.md, Data
- * path: over loopback the larger buffer lets one send take twice the bytes, while the two copies, into
- * the socket and out of it, run on cores of their own; with more ranks than processors, or across
- * hosts, it queued more than it moved). */
-static size_t comm_send_buffer_bytes(chorus_comm_t comm, const bootstrap_t *bs, int peer)
-{
-    if (comm->params.socket_send_buffer >= 0) return (size_t)comm->params.socket_send_buffer;
-    return comm_same_host(bs, peer, comm->rank) && !comm->engine.yield ? 256 << 10 : 128 << 10;
-}
-
 static chorus_result_t comm_open_transport(chorus_comm_t comm, const bootstrap_t *bs, int peer, int *socks,
                                            int64_t deadline)
 {
