@@ -347,6 +347,7 @@ static const struct algo_rule {
     RULE(COLL_ALLTOALL, "cma", .max_ranks = 2, .min_bytes = 64 << 10, .in_place = -1, .single_copy_saves = 1),
     RULE(COLL_ALLTOALL, "cma", .min_ranks = 3, .max_ranks = 4, .min_bytes = 256 << 10, .max_bytes = 8 << 20,
          .in_place = -1),
+    RULE(COLL_ALLTOALL, "cma", .min_ranks = 8, .min_bytes = 64 << 20, .in_place = -1),
     RULE(COLL_ALLTOALL, "direct,cma", .min_ranks = 8, .min_bytes = 256 << 10, .in_place = -1),
     RULE(COLL_ALLTOALL, "direct", .in_place = 1),
     RULE(COLL_ALLTOALL, "direct,pairwise,cma", .max_ranks = 2, .min_bytes = 128 << 10),
