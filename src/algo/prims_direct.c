@@ -113,10 +113,10 @@ chorus_result_t prims_direct_begin(prims_t *p, void **slot_p)
  * the lines written were last read as many uses ago as the slot has steps. Measured there, 2 ranks,
  * medians of 3 alternating runs: the direct AllGather of 64 and 256 KiB in all 2.1 and 2.2 times as fast
  * (64 KiB: 5.5 us against 2.6), the direct AllToAll of 16 to 256 KiB 1.7 to 2.0, the one-shot AllReduce
- * of 8 to 128 KiB 1.3 (docs/algorithms.md, "Going round the slot"). Below a page the lines stay: the same AllGather of 2 KiB took 0.32 us
- * going round against 0.25. Where ranks share cores, a peer on the same core reads the lines out of the
- * cache they share, which going round only makes larger (4 ranks on 2 cores, the AllGather of 64 KiB:
- * 13.3 us against 9.3). */
+ * of 8 to 128 KiB 1.3 (docs/algorithms.md, "Going round the slot"). Below a page the lines stay: the
+ * same AllGather of 2 KiB took 0.32 us going round against 0.25. Where ranks share cores, a peer on the
+ * same core reads the lines out of the cache they share, which going round only makes larger (4 ranks on
+ * 2 cores, the AllGather of 64 KiB: 13.3 us against 9.3). */
 static size_t direct_place(const prims_t *p, size_t bytes)
 {
     size_t slot = shm_arena_slot_bytes(p->arena), step = CHORUS_ROUND_UP(bytes, PRIMS_DIRECT_PLACE_MIN);

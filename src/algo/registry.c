@@ -217,8 +217,9 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * does not ask (single_copy_saves). On an AMD EPYC machine it had taken
  * 1.08 to 1.33 times the direct one's time from 4 MiB (docs/tuning.md, "A fifth machine"), and there
  * later, alternating 3 runs each, 2.1, 1.13 and 1.40 times at 256 KiB, 2 and 16 MiB (medians): which
- * of the two wins is the machine's, and the rule leaves it to the model. The single-copy
- * ReduceScatter (medians of 3 alternating runs against the direct one, out of place / in place): on 2 ranks
+ * of the two wins is the machine's, and the rule leaves it to the model; from 64 MiB it takes single
+ * copy, where the direct one also runs in a mode twice as slow on that machine (docs/algorithms.md). The
+ * single-copy ReduceScatter (medians of 3 alternating runs against the direct one, out of place / in place): on 2 ranks
  * 0.80 / 0.85 at 16 KiB and 0.51 to 0.89 / 0.35 to 0.49 from 64 KiB to 16 MiB, level out of place from 64
  * MiB (0.65 to 0.69 in place); on 3 and 4 ranks 0.96 to 0.98 / 0.57 to 0.85 at 1 MiB, 0.80 to 0.93 /
  * 0.66 to 0.75 at 4 and 16 MiB, behind at 64 KiB (1.3) and level at 256 KiB; on 8 ranks 0.71 to 0.91 from
