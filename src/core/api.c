@@ -123,17 +123,25 @@ static int64_t coll_begin(chorus_comm_t comm, const char *name, uint32_t tag, ui
 
 static chorus_result_t coll_run_algo(chorus_comm_t comm, const coll_args_t *a)
 {
-    const algo_desc_t *algo = tune_select_again(&comm->tune, a, &comm->algo);
+    uint64_t among;
+    const algo_desc_t *algo = tune_select_again(&comm->tune, a, &comm->algo, &among);
     if (!algo) return comm_error(comm, CHORUS_ERR_INTERNAL, "%s: no algorithm registered", coll_name(a->coll));
     if (!algo_config_allows(&comm->algo, algo) && !comm->algo_fallback_logged++)
         LOG_WARN(LOG_SUB_ALGO, "CHORUS_ALGO allows no %s algorithm this communicator supports (see docs/algorithms.md "
                  "for what each needs); using %s", coll_name(a->coll), algo->name);
-    chorus_result_t res = algo_for_shared_buffers(&comm->prims, a, &comm->tune.comm.caps, &comm->algo,
-                                                  &comm->shared, &algo);
+    tune_watch_t *watch;
+    chorus_result_t res = tune_watch_get(&comm->tune, a, among, &algo, &watch);
+    const algo_desc_t *watched = algo;
+    if (res == CHORUS_SUCCESS)
+        res = algo_for_shared_buffers(&comm->prims, a, &comm->tune.comm.caps, &comm->algo, &comm->shared, &algo);
+    if (algo != watched) watch = NULL; /* its twin for shared buffers, priced otherwise */
     recorder_algo(&comm->rec, algo->name);
     LOG_DEBUG(LOG_SUB_COLL, "%s #%llu: count %zu %s via %s", coll_name(a->coll), (unsigned long long)comm->coll_seq,
               a->count, dtype_name(a->dtype), algo->name);
+    int64_t start = watch ? time_now_ns() : 0;
     if (res == CHORUS_SUCCESS) res = algo->run(&comm->prims, a);
+    if (res == CHORUS_SUCCESS && watch)
+        res = tune_watch_after(&comm->prims, &comm->tune, watch, a, (double)(time_now_ns() - start) / 1e9);
     if (res != CHORUS_SUCCESS && !comm->last_error[0])
         comm_error(comm, res, "%s #%llu failed: %s", coll_name(a->coll), (unsigned long long)comm->coll_seq,
                    chorus_strerror(res));

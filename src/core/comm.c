@@ -83,6 +83,7 @@ static void comm_free(chorus_comm_t comm)
         for (int i = 0; i < comm->nranks; i++)
             if (comm->conns[i]) comm->conns[i]->ops->close(comm->conns[i]);
     prims_fini(&comm->prims);
+    tune_state_free(&comm->tune);
     progress_engine_fini(&comm->engine);
     params_free(&comm->params);
     free(comm->conns);

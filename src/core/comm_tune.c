@@ -59,6 +59,10 @@ chorus_result_t comm_tune_init(chorus_comm_t comm, int ranks_per_host, int partn
     if (comm->rank == 0 && comm->params.tuning_file[0])
         if (tune_file_read(comm->params.tuning_file, &ts->file, comm->last_error, COMM_ERROR_BYTES) == CHORUS_SUCCESS)
             tune_file_use_share(&ts->file, tune_share(&ts->comm));
+    if (comm->params.tune_watch < 0 || comm->params.tune_watch > TUNE_WATCH_MAX_CALLS)
+        return comm_error(comm, CHORUS_ERR_INVALID_ARGUMENT, "CHORUS_TUNE_WATCH=%lld: use 0 (off) to %d calls per look",
+                          (long long)comm->params.tune_watch, TUNE_WATCH_MAX_CALLS);
+    ts->watch_calls = (int)comm->params.tune_watch;
     ts->partner = partner;
     ts->inside_partner = inside_partner;
     comm_tune_prims(comm);
@@ -106,7 +110,7 @@ const char *comm_model_predict(chorus_comm_t comm, int coll, size_t count, choru
     static char in; /* never read or written: selection only compares the pointers (algo_in_place) */
     coll_args_t a = {.coll = (coll_kind_t)coll, .sendbuf = &in, .recvbuf = in_place ? &in : NULL, .count = count,
                      .dtype = dtype, .op = op, .root = root};
-    const algo_desc_t *d = tune_select(&comm->tune, &a, &comm->algo), *twin;
+    const algo_desc_t *d = tune_watch_current(&comm->tune, &a, tune_select(&comm->tune, &a, &comm->algo)), *twin;
     if (d && shared && (twin = algo_shared_twin(&a, comm->nranks, &comm->tune.comm.caps, &comm->algo, d,
                                                   algo_shared_min(comm->nranks, comm->shared.seen))))
         d = twin;

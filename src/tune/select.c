@@ -6,8 +6,7 @@
 #include "tune/tune.h"
 #include "util/log.h"
 
-/* Quarter octaves: bucket 4e + f holds sizes in [2^e (1 + f/4), 2^e (1 + (f+1)/4)). */
-static unsigned tune_bucket(size_t bytes, double *mid_p)
+unsigned tune_bucket(size_t bytes, double *mid_p)
 {
     if (bytes == 0) {
         *mid_p = 0;
@@ -43,6 +42,13 @@ static void tune_log_decision(tune_state_t *ts, const coll_args_t *a, size_t byt
 
 const algo_desc_t *tune_select(tune_state_t *ts, const coll_args_t *a, const algo_config_t *cfg)
 {
+    return tune_select_among(ts, a, cfg, NULL);
+}
+
+const algo_desc_t *tune_select_among(tune_state_t *ts, const coll_args_t *a, const algo_config_t *cfg,
+                                     uint64_t *among_p)
+{
+    uint64_t among = 0;
     size_t bytes = algo_call_bytes(a, ts->comm.nranks);
     double mid;
     unsigned bucket = tune_bucket(bytes, &mid);
@@ -56,34 +62,40 @@ const algo_desc_t *tune_select(tune_state_t *ts, const coll_args_t *a, const alg
         if (named & (named - 1)) {
             why = "built-in rule, the model's choice among its algorithms";
             const algo_desc_t **cached = &ts->rule_model_choice[in_place][a->coll][bucket];
-            algo_config_t among = {.allowed = named};
-            if (!*cached) *cached = tune_model_choice(&ts->file.params, &ts->comm, a->coll, mid, &among);
+            algo_config_t named_cfg = {.allowed = named};
+            if (!*cached) *cached = tune_model_choice(&ts->file.params, &ts->comm, a->coll, mid, &named_cfg);
             d = *cached;
+            among = named;
         } else if (named) {
             why = "built-in rule";
             d = &table[__builtin_ctzll(named)];
+            among = cfg->allowed; /* measured here once: the watch may still move away from it */
         }
     }
     if (!d) {
         why = "model";
         d = ts->model_choice[a->coll][bucket];
         if (!d) d = ts->model_choice[a->coll][bucket] = tune_model_choice(&ts->file.params, &ts->comm, a->coll, mid, cfg);
+        among = cfg->allowed;
     }
     if (!d) {
         why = "no allowed algorithm is supported here";
         d = algo_first_supported(a->coll, &ts->comm.caps, cfg);
     }
     if (d) tune_log_decision(ts, a, bytes, bucket, d, why, cfg);
+    if (among_p) *among_p = d ? among : 0;
     return d;
 }
 
-const algo_desc_t *tune_select_again(tune_state_t *ts, const coll_args_t *a, const algo_config_t *cfg)
+const algo_desc_t *tune_select_again(tune_state_t *ts, const coll_args_t *a, const algo_config_t *cfg,
+                                     uint64_t *among_p)
 {
     size_t bytes = algo_call_bytes(a, ts->comm.nranks);
     struct tune_last *last = &ts->last[algo_in_place(a, ts->comm.nranks)][a->coll];
     if (!last->algo || last->bytes != bytes) {
-        last->algo = tune_select(ts, a, cfg);
+        last->algo = tune_select_among(ts, a, cfg, &last->among);
         last->bytes = bytes;
     }
+    *among_p = last->among;
     return last->algo;
 }

@@ -217,6 +217,9 @@ int tune_parse_value(const char *text, double *v_p);
 /* A communicator's tuning state: what selection reads on every call. */
 #define TUNE_BUCKETS 256 /* quarter octaves of bytes */
 typedef enum { TUNE_MODE_RULES, TUNE_MODE_MODEL } tune_mode_t;
+/* A size's bucket, quarter octaves: bucket 4e + f holds sizes in [2^e (1 + f/4), 2^e (1 + (f+1)/4));
+ * *mid_p: the middle of its range. */
+unsigned tune_bucket(size_t bytes, double *mid_p);
 
 typedef struct tune_state {
     tune_mode_t mode;
@@ -236,8 +239,14 @@ typedef struct tune_state {
     /* The last decision per collective and layout ([in place]), for tune_select_again. */
     struct tune_last {
         const algo_desc_t *algo;
+        uint64_t among;
         size_t bytes;
     } last[2][COLL_COUNT];
+    /* The run-time watch over the model's choices (watch.c), per [in place][collective][size bucket]:
+     * made at the first call of a bucket the model chose for; NULL before. watch_calls: calls per look,
+     * 0 off (CHORUS_TUNE_WATCH). */
+    struct tune_watch *watch[2][COLL_COUNT][TUNE_BUCKETS];
+    int watch_calls;
 } tune_state_t;
 
 /* The algorithm for a call: what cfg forces (CHORUS_ALGO narrowing the choice), then the tuning file's
@@ -246,12 +255,50 @@ typedef struct tune_state {
  * bucket at INFO TUNING, with the model's estimates of the alternatives. Never NULL for a registered
  * collective. */
 const algo_desc_t *tune_select(tune_state_t *ts, const coll_args_t *a, const algo_config_t *cfg);
+/* The same, and *among_p (may be NULL): the registry bits of the algorithms the watch may move among (cfg's
+ * where the model or a built-in rule chose, a built-in rule's several where the model chose among them),
+ * 0 where cfg forced the choice or a tuning file's rule made it. */
+const algo_desc_t *tune_select_among(tune_state_t *ts, const coll_args_t *a, const algo_config_t *cfg,
+                                     uint64_t *among_p);
 
 /* tune_select for a communicator's calls, whose state and cfg no longer change: a call of the same
  * collective, layout and size as the last one takes the last one's algorithm without going through the
  * rules again (with 8 ranks on 2 cores, the rules' walk was a tenth of the CPU time of an 8-byte
  * Broadcast). */
-const algo_desc_t *tune_select_again(tune_state_t *ts, const coll_args_t *a, const algo_config_t *cfg);
+const algo_desc_t *tune_select_again(tune_state_t *ts, const coll_args_t *a, const algo_config_t *cfg,
+                                     uint64_t *among_p);
+
+/*
+ * The watch (watch.c): the model prices each algorithm from a few measured rates, and a machine can run
+ * one of them far slower than that for a while (on 2 cores shared by 8 ranks the direct AllToAll ran at
+ * twice its price for minutes at a time, single copy at its price; docs/tuning.md, "Watching the choices").
+ * So the model's choices are checked as they run: every watch_calls calls of a collective, layout and
+ * size bucket, all ranks agree on the fastest rank's median time over those calls (a rank that waited
+ * for a late peer took longer than the algorithm did), and when another algorithm the model considered
+ * is expected to take clearly less (its price, or what it took when it last ran), the next calls run it.
+ * An algorithm left because it ran slow is held off for 2 looks, then 4, 8 ... 64 while it stays slow,
+ * then priced afresh. Only calls priced at TUNE_WATCH_MIN_RATIO times a look's own price or more are
+ * watched: a look costs them at most 1 / (TUNE_WATCH_MIN_RATIO watch_calls) of their time.
+ */
+#define TUNE_WATCH_MIN_RATIO 32
+#define TUNE_WATCH_MAX_CALLS 64 /* the most calls per look */
+/* Another algorithm runs when what it is expected to take, times this, is still below what ran. */
+#define TUNE_WATCH_MARGIN 1.25
+typedef struct tune_watch tune_watch_t;
+/* The watch over a call the selection chose *algo_p for among `among` (tune_select_among), the same on
+ * every rank: *w_p NULL when the call is not watched (the watch off, among 0, the call priced below the
+ * minimum, no alternative); otherwise *algo_p becomes what the call runs now. NO_MEMORY if a new watch
+ * cannot be allocated. */
+chorus_result_t tune_watch_get(tune_state_t *ts, const coll_args_t *a, uint64_t among, const algo_desc_t **algo_p,
+                               tune_watch_t **w_p);
+/* After a watched call ran (seconds: on this rank): at the end of a look, on every rank together, the
+ * agreement and the decision. */
+chorus_result_t tune_watch_after(prims_t *p, tune_state_t *ts, tune_watch_t *w, const coll_args_t *a, double seconds);
+/* What calls like a (tune_select's d) run now: the watch's choice where there is a watch, else d. */
+const algo_desc_t *tune_watch_current(const tune_state_t *ts, const coll_args_t *a, const algo_desc_t *d);
+/* The decision of a look, given the fastest rank's median time: what the next calls run. For tests. */
+const algo_desc_t *tune_watch_decide(tune_state_t *ts, tune_watch_t *w, const coll_args_t *a, double fastest);
+void tune_state_free(tune_state_t *ts);
 
 /* At init, on every rank together (connections ready, nothing else in flight): the measurement when
  * calibrate is 1, or when it is TUNE_CALIBRATE_AUTO and rank 0's tuning file was not measured here at this

@@ -673,11 +673,93 @@ static void check_select_again(void)
     for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++) {
         coll_args_t a = {calls[i].coll, in, calls[i].in_place ? in : out, calls[i].count, chorus_uint8, chorus_sum, 0};
         state_for(&fresh, 4, 1, 4);
-        const algo_desc_t *again = tune_select_again(&memo, &a, &cfg), *first = tune_select(&fresh, &a, &cfg);
-        TEST_ASSERT(again == first, "call %zu (%s of %zu bytes%s): %s again, %s selected afresh", i,
+        uint64_t among_again, among_first;
+        const algo_desc_t *again = tune_select_again(&memo, &a, &cfg, &among_again),
+                          *first = tune_select_among(&fresh, &a, &cfg, &among_first);
+        TEST_ASSERT(again == first && among_again == among_first,
+                    "call %zu (%s of %zu bytes%s): %s again, %s selected afresh (among %llx and %llx)", i,
                     coll_name(calls[i].coll), calls[i].count, calls[i].in_place ? ", in place" : "",
-                    again ? again->name : "-", first ? first->name : "-");
+                    again ? again->name : "-", first ? first->name : "-", (unsigned long long)among_again,
+                    (unsigned long long)among_first);
     }
+}
+
+/* The watch over the model's choices (watch.c): what it watches, and its decisions as the fastest rank's
+ * medians come in: stay while the choice runs near its best, move to the cheapest alternative when it
+ * runs far above that, hold the slow one off for two looks, then expect it at its best again. */
+static void check_watch(void)
+{
+    algo_config_t cfg;
+    char err[512];
+    TEST_ASSERT(parse("", &cfg, err), "%s", err);
+    static tune_state_t ts;
+    state_for(&ts, 4, 1, 4);
+    ts.mode = TUNE_MODE_MODEL;
+    ts.watch_calls = 8;
+    static char in[1], out[1];
+    coll_args_t a = {COLL_ALLREDUCE, in, out, 64 << 20, chorus_uint8, chorus_sum, 0};
+    uint64_t among;
+    const algo_desc_t *first = tune_select_among(&ts, &a, &cfg, &among), *run = first;
+    tune_watch_t *w;
+    TEST_ASSERT(first && among == cfg.allowed, "the model's choice is among everything allowed");
+    TEST_ASSERT(tune_watch_get(&ts, &a, among, &run, &w) == CHORUS_SUCCESS && w && run == first,
+                "a 64 MiB AllReduce the model chose %s for is watched, and runs it", first->name);
+    double n = 64 << 20, price = tune_predict(&ts.file.params, &ts.comm, first, n);
+    TEST_ASSERT(tune_watch_decide(&ts, w, &a, 1.5 * price) == first,
+                "1.5 times its price at the first look: the others are expected 1.25 times theirs, %s stays",
+                first->name);
+    TEST_ASSERT(tune_watch_decide(&ts, w, &a, 1.2 * price) == first, "1.2 times its price: %s stays", first->name);
+    /* The alternative a run at 10 times its price goes to now (8.3 times its best): the cheapest other by the
+     * model, expected 1.2 times its price. */
+    const algo_desc_t *cheapest = NULL;
+    size_t count;
+    const algo_desc_t *table = algo_registry(&count);
+    double cheapest_price = INFINITY;
+    for (size_t i = 0; i < count; i++) {
+        double t = tune_predict(&ts.file.params, &ts.comm, &table[i], n);
+        if (table[i].coll == COLL_ALLREDUCE && &table[i] != first && algo_supported(&table[i], &ts.comm.caps) &&
+            t < cheapest_price) {
+            cheapest = &table[i];
+            cheapest_price = t;
+        }
+    }
+    TEST_ASSERT(cheapest && cheapest_price < 1.9 * price, "an alternative within 1.9 times the choice's price");
+    const algo_desc_t *next = tune_watch_decide(&ts, w, &a, 10 * price);
+    TEST_ASSERT(next == cheapest, "10 times its price: %s goes to %s, not %s", first->name, cheapest->name,
+                next->name);
+    TEST_ASSERT(tune_watch_current(&ts, &a, first) == cheapest, "what calls like it run now is what the watch says");
+    run = first;
+    tune_watch_t *same = w;
+    TEST_ASSERT(tune_watch_get(&ts, &a, among, &run, &w) == CHORUS_SUCCESS && w == same && run == cheapest,
+                "the next call runs %s", cheapest->name);
+    /* The alternative runs as priced: the slow choice is held off two looks, then expected at its best
+     * again, and the alternative stays only while it is within the margin of that. */
+    TEST_ASSERT(tune_watch_decide(&ts, w, &a, cheapest_price) == cheapest, "held off: first look");
+    const algo_desc_t *third = tune_watch_decide(&ts, w, &a, cheapest_price);
+    TEST_ASSERT(third == (cheapest_price > TUNE_WATCH_MARGIN * 1.2 * price ? first : cheapest),
+                "after two looks %s is expected at its best (%.0f us against %.0f): %s runs", first->name,
+                1.2 * price * 1e6, cheapest_price * 1e6, third->name);
+    if (third == cheapest)
+        TEST_ASSERT(tune_watch_decide(&ts, w, &a, 3 * cheapest_price) == first,
+                    "%s at 3 times its price: back to %s, expected at its best", cheapest->name, first->name);
+    /* A first look far above the choice's price: the cheapest other, expected 1.25 times its price. */
+    coll_args_t in_place = {COLL_ALLREDUCE, in, in, 64 << 20, chorus_uint8, chorus_sum, 0};
+    run = tune_select_among(&ts, &in_place, &cfg, &among);
+    TEST_ASSERT(tune_watch_get(&ts, &in_place, among, &run, &w) == CHORUS_SUCCESS && w && run == first,
+                "in place: a watch of its own, from %s", first->name);
+    TEST_ASSERT(tune_watch_decide(&ts, w, &in_place, 3 * price) == cheapest, "in place, 3 times its price at once: "
+                "%s", cheapest->name);
+    /* Not watched: a forced choice (among 0), a call priced below a look's 32 times, the watch off. */
+    run = first;
+    TEST_ASSERT(tune_watch_get(&ts, &a, 0, &run, &w) == CHORUS_SUCCESS && !w && run == first, "a forced choice");
+    coll_args_t small = {COLL_ALLREDUCE, in, out, 8, chorus_uint8, chorus_sum, 0};
+    run = tune_select_among(&ts, &small, &cfg, &among);
+    TEST_ASSERT(tune_watch_get(&ts, &small, among, &run, &w) == CHORUS_SUCCESS && !w, "an 8-byte AllReduce");
+    ts.watch_calls = 0;
+    coll_args_t other = {COLL_ALLREDUCE, in, out, 16 << 20, chorus_uint8, chorus_sum, 0};
+    run = tune_select_among(&ts, &other, &cfg, &among);
+    TEST_ASSERT(tune_watch_get(&ts, &other, among, &run, &w) == CHORUS_SUCCESS && !w, "CHORUS_TUNE_WATCH=0");
+    tune_state_free(&ts);
 }
 
 /* Ranks on several hosts, some sharing one: the hierarchical AllReduce, at every size; with one rank per
@@ -816,6 +898,7 @@ int main(void)
     check_params_median();
     check_derive_arena();
     check_select_again();
+    check_watch();
     check_hosts();
     check_levels();
     return test_report();

@@ -1,0 +1,170 @@
+/* The watch over the model's choices as calls run: tune.h says what it does and why. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tune/tune.h"
+#include "util/log.h"
+#include "util/util.h"
+
+#define TUNE_WATCH_ALGOS 8      /* the cheapest this many of the algorithms the model chose among */
+#define TUNE_WATCH_HOLD_MAX 64  /* the most looks a slow algorithm is held off */
+
+struct tune_watch {
+    int nalgos; /* 0: the bucket is not watched */
+    int run;    /* algos[run] is what its calls run now */
+    const algo_desc_t *algos[TUNE_WATCH_ALGOS];
+    /* What each took over its price at its last look and at its best (INFINITY until it has run); looks
+     * left before one that was left for running slow is expected at its best again; and how many it was
+     * held off last time. */
+    double last[TUNE_WATCH_ALGOS], low[TUNE_WATCH_ALGOS];
+    int hold[TUNE_WATCH_ALGOS], held[TUNE_WATCH_ALGOS];
+    int calls; /* of the current look */
+    double seconds[TUNE_WATCH_MAX_CALLS];
+};
+
+/* A look's agreement: every rank's median, the smallest of them, on every rank. */
+static chorus_result_t tune_watch_min(prims_t *p, const tune_comm_t *tc, double *v)
+{
+    coll_args_t a = {.coll = COLL_ALLREDUCE, .sendbuf = v, .recvbuf = v, .count = 1, .dtype = chorus_float64,
+                     .op = chorus_min};
+    return tc->caps.direct ? allreduce_oneshot(p, &a) : allreduce_rd(p, &a);
+}
+
+/* What a look's agreement costs by the model. */
+static double tune_watch_look_price(const tune_state_t *ts)
+{
+    size_t count;
+    const algo_desc_t *table = algo_registry(&count);
+    const char *name = ts->comm.caps.direct ? "oneshot" : "rd";
+    for (size_t i = 0; i < count; i++)
+        if (table[i].coll == COLL_ALLREDUCE && strcmp(table[i].name, name) == 0)
+            return tune_predict(&ts->file.params, &ts->comm, &table[i], sizeof(double));
+    return 0;
+}
+
+/* A new watch: the algorithms of among this communicator supports, the choice first and then the
+ * cheapest (by the model at n bytes), if the choice is worth watching and has an alternative. */
+static void tune_watch_fill(const tune_state_t *ts, tune_watch_t *w, const coll_args_t *a, uint64_t among,
+                            const algo_desc_t *chosen, double n)
+{
+    size_t count;
+    const algo_desc_t *table = algo_registry(&count);
+    struct {
+        double price;
+        const algo_desc_t *d;
+    } all[64];
+    int k = 0;
+    for (size_t i = 0; i < count && i < 64; i++) {
+        const algo_desc_t *d = &table[i];
+        if (d->coll != a->coll || !(among >> i & 1) || !algo_supported(d, &ts->comm.caps)) continue;
+        double t = d == chosen ? -1 : tune_predict(&ts->file.params, &ts->comm, d, n);
+        int j = k++;
+        for (; j > 0 && all[j - 1].price > t; j--) all[j] = all[j - 1];
+        all[j].price = t;
+        all[j].d = d;
+    }
+    if (k < 2 || all[0].d != chosen ||
+        tune_predict(&ts->file.params, &ts->comm, chosen, n) < TUNE_WATCH_MIN_RATIO * tune_watch_look_price(ts))
+        return;
+    w->nalgos = k < TUNE_WATCH_ALGOS ? k : TUNE_WATCH_ALGOS;
+    for (int i = 0; i < w->nalgos; i++) {
+        w->algos[i] = all[i].d;
+        w->last[i] = w->low[i] = INFINITY;
+    }
+}
+
+chorus_result_t tune_watch_get(tune_state_t *ts, const coll_args_t *a, uint64_t among, const algo_desc_t **algo_p,
+                               tune_watch_t **w_p)
+{
+    *w_p = NULL;
+    if (!among || ts->watch_calls <= 0) return CHORUS_SUCCESS;
+    size_t bytes = algo_call_bytes(a, ts->comm.nranks);
+    double mid;
+    tune_watch_t **slot = &ts->watch[algo_in_place(a, ts->comm.nranks)][a->coll][tune_bucket(bytes, &mid)];
+    if (!*slot) {
+        if (!(*slot = calloc(1, sizeof(**slot)))) return CHORUS_ERR_NO_MEMORY;
+        tune_watch_fill(ts, *slot, a, among, *algo_p, (double)bytes);
+    }
+    if (!(*slot)->nalgos) return CHORUS_SUCCESS;
+    *w_p = *slot;
+    *algo_p = (*slot)->algos[(*slot)->run];
+    return CHORUS_SUCCESS;
+}
+
+const algo_desc_t *tune_watch_current(const tune_state_t *ts, const coll_args_t *a, const algo_desc_t *d)
+{
+    double mid;
+    const tune_watch_t *w =
+        ts->watch[algo_in_place(a, ts->comm.nranks)][a->coll][tune_bucket(algo_call_bytes(a, ts->comm.nranks), &mid)];
+    return w && w->nalgos ? w->algos[w->run] : d;
+}
+
+static int tune_watch_cmp(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+const algo_desc_t *tune_watch_decide(tune_state_t *ts, tune_watch_t *w, const coll_args_t *a, double fastest)
+{
+    double n = (double)algo_call_bytes(a, ts->comm.nranks), price[TUNE_WATCH_ALGOS], expect[TUNE_WATCH_ALGOS];
+    int cur = w->run, best = cur;
+    double bias = INFINITY; /* how far over the model the bucket's calls run at best (its algorithms' lowest) */
+    for (int i = 0; i < w->nalgos; i++) {
+        price[i] = tune_predict(&ts->file.params, &ts->comm, w->algos[i], n);
+        if (i == cur) {
+            w->last[i] = fastest / price[i];
+            if (w->last[i] < w->low[i]) w->low[i] = w->last[i];
+            if (w->last[i] < TUNE_WATCH_MARGIN * w->low[i]) w->held[i] = 0; /* as it ran: no hold next time */
+        } else if (w->hold[i] > 0 && --w->hold[i] == 0)
+            LOG_DEBUG(LOG_SUB_TUNING, "%s of %.0f bytes: %s is no longer held off", coll_name(a->coll), n,
+                      w->algos[i]->name);
+        if (w->low[i] < bias) bias = w->low[i];
+    }
+    /* Expected: what ran, as it ran; one held off, as it ran last; one seen before, at its best; one not
+     * seen yet, at its price off as far as the bucket's calls run at best, but no further than the margin:
+     * the model's prices are off by about as much for every algorithm on a machine, unless one runs far
+     * slower than the rest (tune.h). */
+    if (bias > TUNE_WATCH_MARGIN) bias = TUNE_WATCH_MARGIN;
+    for (int i = 0; i < w->nalgos; i++) {
+        expect[i] = price[i] * (i == cur || w->hold[i] > 0 ? w->last[i] : isfinite(w->low[i]) ? w->low[i] : bias);
+        if (expect[i] < expect[best] || (i < best && expect[i] == expect[best])) best = i;
+    }
+    LOG_DEBUG(LOG_SUB_TUNING, "%s of %.0f bytes: %s took %.1f us (the fastest rank's median), %.2f times its price "
+              "(at best %.2f)", coll_name(a->coll), n, w->algos[cur]->name, fastest * 1e6, w->last[cur], w->low[cur]);
+    if (best == cur || expect[best] * TUNE_WATCH_MARGIN >= fastest) return w->algos[cur];
+    w->held[cur] = w->held[cur] ? 2 * w->held[cur] : 2;
+    if (w->held[cur] > TUNE_WATCH_HOLD_MAX) w->held[cur] = TUNE_WATCH_HOLD_MAX;
+    w->hold[cur] = w->held[cur];
+    LOG_INFO(LOG_SUB_TUNING, "%s of %.0f bytes on %d ranks%s: %s took %.1f us over its last %d calls (the fastest "
+             "rank's median), %.2f times its price (at best %.2f); %s is expected to take %.1f us: running it "
+             "from the next call (CHORUS_TUNE_WATCH=0 keeps the first choice)", coll_name(a->coll), n,
+             ts->comm.nranks, algo_in_place(a, ts->comm.nranks) ? ", in place" : "", w->algos[cur]->name,
+             fastest * 1e6, ts->watch_calls, w->last[cur], w->low[cur], w->algos[best]->name, expect[best] * 1e6);
+    w->run = best;
+    return w->algos[best];
+}
+
+chorus_result_t tune_watch_after(prims_t *p, tune_state_t *ts, tune_watch_t *w, const coll_args_t *a, double seconds)
+{
+    int calls = ts->watch_calls;
+    w->seconds[w->calls++] = seconds;
+    if (w->calls < calls) return CHORUS_SUCCESS;
+    w->calls = 0;
+    qsort(w->seconds, (size_t)calls, sizeof(double), tune_watch_cmp);
+    double median = w->seconds[calls / 2];
+    CHECK(tune_watch_min(p, &ts->comm, &median));
+    tune_watch_decide(ts, w, a, median);
+    return CHORUS_SUCCESS;
+}
+
+void tune_state_free(tune_state_t *ts)
+{
+    for (int l = 0; l < 2; l++)
+        for (int c = 0; c < COLL_COUNT; c++)
+            for (int b = 0; b < TUNE_BUCKETS; b++) {
+                free(ts->watch[l][c][b]);
+                ts->watch[l][c][b] = NULL;
+            }
+}

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The watch over the cost model's choices (CHORUS_TUNE_WATCH, docs/tuning.md "Watching the choices"): with
+# ring and rhd allowed (priced alike) and a look at every call, 4 ranks run 1 MiB AllReduces, checked, and
+# half a second in all four are moved onto one processor, so the algorithm running slows past its best and
+# the watch moves (ring also runs further above its price here than rhd). Every rank must take the same
+# decisions at the same calls (each logs them at INFO TUNING), results stay right, and the watch must have
+# moved at least once. Over TCP with 3 ranks (the look's agreement then goes
+# through the pair connections) the ranks must agree likewise. CHORUS_TUNE_WATCH=0 takes no look, and a
+# value past 64 fails init naming the knob.
+# Usage: watch.sh CHORUSRUN CHORUS_PERF
+set -u
+chorusrun=$1 perf=$2
+pass=0 fail=0
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+ok() { pass=$((pass + 1)); }
+bad() {
+    fail=$((fail + 1))
+    echo "FAIL $1"
+    sed -n '1,40p' "$out"
+}
+# The decisions each rank logged, without its process and rank: one line per decision, in order.
+decisions() { grep "CHORUS INFO TUNING .* running it from the next call" "$out" | grep "\[$1\]" | sed 's/^[^]]*] //'; }
+# agree LABEL NRANKS: the run checked its results, and every rank took the decisions rank 0 took.
+agree() {
+    local label=$1 n=$2 r
+    if ! grep -q "^# Out of bounds values : 0 OK" "$out"; then
+        bad "$label: results not checked"
+        return 1
+    fi
+    for r in $(seq 1 $((n - 1))); do
+        if [ "$(decisions 0)" != "$(decisions "$r")" ]; then
+            bad "$label: rank $r decided otherwise than rank 0"
+            return 1
+        fi
+    done
+    return 0
+}
+# The processes under PID, PID's children first.
+descendants() {
+    local c
+    for c in $(pgrep -P "$1"); do
+        echo "$c"
+        descendants "$c"
+    done
+}
+
+# 1. Shared memory, 4 ranks, slowed half a second in.
+CHORUS_TUNE_WATCH=1 CHORUS_ALGO=allreduce:ring,rhd CHORUS_LOG_LEVEL=INFO CHORUS_LOG_SUBSYS=TUNING CHORUS_TIMEOUT=60s \
+    timeout 120 "$chorusrun" -n 4 "$perf" allreduce -b 1M -e 1M -n 2000 -w 0 -c 1 >"$out" 2>&1 &
+run=$!
+if [ "$(nproc)" -ge 2 ]; then
+    sleep 0.5
+    for pid in $(descendants $run); do taskset -a -p -c 0 "$pid" >/dev/null 2>&1; done
+fi
+wait $run
+rc=$?
+if [ $rc != 0 ]; then bad "shm: exit status $rc"
+elif agree shm 4; then
+    moves=$(decisions 0 | wc -l)
+    if [ "$moves" -ge 1 ]; then ok; else bad "shm: the watch never moved (rank 0 logged no decision)"; fi
+fi
+
+# 2. TCP, 3 ranks: the same decisions on every rank.
+CHORUS_TUNE_WATCH=1 CHORUS_TRANSPORT=tcp CHORUS_SOCKET_IFNAME=lo CHORUS_ALGO=allreduce:ring,rhd CHORUS_LOG_LEVEL=INFO \
+    CHORUS_LOG_SUBSYS=TUNING CHORUS_TIMEOUT=60s \
+    timeout 120 "$chorusrun" -n 3 "$perf" allreduce -b 1M -e 1M -n 300 -w 0 -c 1 >"$out" 2>&1
+rc=$?
+if [ $rc != 0 ]; then bad "tcp: exit status $rc"; elif agree tcp 3; then ok; fi
+
+# 3. Off: no look is taken.
+CHORUS_TUNE_WATCH=0 CHORUS_ALGO=allreduce:ring,rhd CHORUS_LOG_LEVEL=DEBUG CHORUS_LOG_SUBSYS=TUNING \
+    timeout 60 "$chorusrun" -n 2 "$perf" allreduce -b 1M -e 1M -n 50 -w 0 >"$out" 2>&1
+rc=$?
+if [ $rc != 0 ]; then bad "off: exit status $rc"
+elif grep -q "the fastest rank's median" "$out"; then bad "off: a look was taken"
+else ok; fi
+
+# 4. Out of range: init fails and says which knob.
+CHORUS_TUNE_WATCH=65 timeout 60 "$chorusrun" -n 2 "$perf" allreduce -b 1M -e 1M -n 1 -w 0 >"$out" 2>&1
+if grep -q "CHORUS_TUNE_WATCH=65: use 0 (off) to 64" "$out"; then ok; else bad "65: no error naming the knob"; fi
+
+echo "$pass passed, $fail failed"
+[ $fail = 0 ]
