@@ -272,13 +272,20 @@ const algo_desc_t *tune_select_again(tune_state_t *ts, const coll_args_t *a, con
  * The watch (watch.c): the model prices each algorithm from a few measured rates, and a machine can run
  * one of them far slower than that for a while (on 2 cores shared by 8 ranks the direct AllToAll ran at
  * twice its price for minutes at a time, single copy at its price; docs/tuning.md, "Watching the choices").
- * So the model's choices are checked as they run: every watch_calls calls of a collective, layout and
- * size bucket, all ranks agree on the fastest rank's median time over those calls (a rank that waited
- * for a late peer took longer than the algorithm did), and when another algorithm the model considered
- * is expected to take clearly less (its price, or what it took when it last ran), the next calls run it.
- * An algorithm left because it ran slow is held off for 2 looks, then 4, 8 ... 64 while it stays slow,
- * then priced afresh. Only calls priced at TUNE_WATCH_MIN_RATIO times a look's own price or more are
- * watched: a look costs them at most 1 / (TUNE_WATCH_MIN_RATIO watch_calls) of their time.
+ * So the choices the model or a built-in rule made are checked as they run: every watch_calls calls of a
+ * collective, layout and size bucket, all ranks agree on the fastest rank's median time over those calls
+ * (a rank that waited for a late peer took longer than the algorithm did) and decide alike:
+ * - while nothing but the first choice has run, and it took more than TUNE_WATCH_MARGIN times its price,
+ *   the alternative the model prices lowest is tried if, expected at the margin over its own price, it
+ *   would take less than what ran by the margin again (one such try; out of place only, as the model
+ *   prices the calls);
+ * - from then on the watch moves among what it has measured: to an algorithm expected (at its best) to
+ *   take less than what ran by the margin, or back at once to one it left if that one took less when it
+ *   last ran;
+ * - an algorithm left is held off (expected as it last ran) for 2 looks, then 4, 8 ... 64 while it keeps
+ *   running slow when it runs again; then it is expected at its best again.
+ * Only calls priced at TUNE_WATCH_MIN_RATIO times a look's own price or more are watched: a look costs
+ * them at most 1 / (TUNE_WATCH_MIN_RATIO watch_calls) of their time.
  */
 #define TUNE_WATCH_MIN_RATIO 32
 #define TUNE_WATCH_MAX_CALLS 64 /* the most calls per look */

@@ -109,8 +109,7 @@ static int tune_watch_cmp(const void *x, const void *y)
 const algo_desc_t *tune_watch_decide(tune_state_t *ts, tune_watch_t *w, const coll_args_t *a, double fastest)
 {
     double n = (double)algo_call_bytes(a, ts->comm.nranks), price[TUNE_WATCH_ALGOS], expect[TUNE_WATCH_ALGOS];
-    int cur = w->run, best = cur;
-    double bias = INFINITY; /* how far over the model the bucket's calls run at best (its algorithms' lowest) */
+    int cur = w->run, best = cur, seen = 0;
     for (int i = 0; i < w->nalgos; i++) {
         price[i] = tune_predict(&ts->file.params, &ts->comm, w->algos[i], n);
         if (i == cur) {
@@ -120,20 +119,26 @@ const algo_desc_t *tune_watch_decide(tune_state_t *ts, tune_watch_t *w, const co
         } else if (w->hold[i] > 0 && --w->hold[i] == 0)
             LOG_DEBUG(LOG_SUB_TUNING, "%s of %.0f bytes: %s is no longer held off", coll_name(a->coll), n,
                       w->algos[i]->name);
-        if (w->low[i] < bias) bias = w->low[i];
+        seen += isfinite(w->last[i]);
     }
-    /* Expected: what ran, as it ran; one held off, as it ran last; one seen before, at its best; one not
-     * seen yet, at its price off as far as the bucket's calls run at best, but no further than the margin:
-     * the model's prices are off by about as much for every algorithm on a machine, unless one runs far
-     * slower than the rest (tune.h). */
-    if (bias > TUNE_WATCH_MARGIN) bias = TUNE_WATCH_MARGIN;
-    for (int i = 0; i < w->nalgos; i++) {
-        expect[i] = price[i] * (i == cur || w->hold[i] > 0 ? w->last[i] : isfinite(w->low[i]) ? w->low[i] : bias);
-        if (expect[i] < expect[best] || (i < best && expect[i] == expect[best])) best = i;
-    }
+    /* Expected: what ran, as it ran; one held off, as it ran last; one seen before, at its best. The others
+     * only while nothing but the first choice has run, and only once it took more than the margin over its
+     * price (the rules and the model chose it; nothing says they were wrong before it runs slow): at the
+     * margin over their price (the model's prices may be off as far for every algorithm). One such try:
+     * after it, the watch moves among what it has measured. Out of place only: the model prices the call
+     * out of place, and in place an untried algorithm's price says less (8 ranks on 2 cores, AllToAll of
+     * 16 to 64 MiB in place in a slow stretch: direct at 1.9 times its price, pairwise, tried, at 3.1-3.3). */
+    int explore = seen == 1 && w->last[cur] > TUNE_WATCH_MARGIN && !algo_in_place(a, ts->comm.nranks);
+    for (int i = 0; i < w->nalgos; i++)
+        expect[i] = isfinite(w->last[i]) ? price[i] * (i == cur || w->hold[i] > 0 ? w->last[i] : w->low[i])
+                    : explore          ? price[i] * TUNE_WATCH_MARGIN
+                                       : INFINITY;
+    for (int i = 0; i < w->nalgos; i++)
+        if (expect[i] < expect[best]) best = i;
     LOG_DEBUG(LOG_SUB_TUNING, "%s of %.0f bytes: %s took %.1f us (the fastest rank's median), %.2f times its price "
               "(at best %.2f)", coll_name(a->coll), n, w->algos[cur]->name, fastest * 1e6, w->last[cur], w->low[cur]);
-    if (best == cur || expect[best] * TUNE_WATCH_MARGIN >= fastest) return w->algos[cur];
+    /* Back to one held off, by what it took last: no margin (a move that did not pay is undone at once). */
+    if (best == cur || expect[best] * (w->hold[best] > 0 ? 1 : TUNE_WATCH_MARGIN) >= fastest) return w->algos[cur];
     w->held[cur] = w->held[cur] ? 2 * w->held[cur] : 2;
     if (w->held[cur] > TUNE_WATCH_HOLD_MAX) w->held[cur] = TUNE_WATCH_HOLD_MAX;
     w->hold[cur] = w->held[cur];

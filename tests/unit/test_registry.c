@@ -710,7 +710,7 @@ static void check_watch(void)
                 first->name);
     TEST_ASSERT(tune_watch_decide(&ts, w, &a, 1.2 * price) == first, "1.2 times its price: %s stays", first->name);
     /* The alternative a run at 10 times its price goes to now (8.3 times its best): the cheapest other by the
-     * model, expected 1.2 times its price. */
+     * model, expected 1.25 times its price (only one has run). */
     const algo_desc_t *cheapest = NULL;
     size_t count;
     const algo_desc_t *table = algo_registry(&count);
@@ -742,13 +742,19 @@ static void check_watch(void)
     if (third == cheapest)
         TEST_ASSERT(tune_watch_decide(&ts, w, &a, 3 * cheapest_price) == first,
                     "%s at 3 times its price: back to %s, expected at its best", cheapest->name, first->name);
-    /* A first look far above the choice's price: the cheapest other, expected 1.25 times its price. */
+    /* A first look far above the choice's price: the cheapest other is tried, out of place only. */
     coll_args_t in_place = {COLL_ALLREDUCE, in, in, 64 << 20, chorus_uint8, chorus_sum, 0};
     run = tune_select_among(&ts, &in_place, &cfg, &among);
     TEST_ASSERT(tune_watch_get(&ts, &in_place, among, &run, &w) == CHORUS_SUCCESS && w && run == first,
                 "in place: a watch of its own, from %s", first->name);
-    TEST_ASSERT(tune_watch_decide(&ts, w, &in_place, 3 * price) == cheapest, "in place, 3 times its price at once: "
-                "%s", cheapest->name);
+    TEST_ASSERT(tune_watch_decide(&ts, w, &in_place, 3 * price) == first, "in place, 3 times its price: %s stays",
+                first->name);
+    coll_args_t half = {COLL_ALLREDUCE, in, out, 32 << 20, chorus_uint8, chorus_sum, 0};
+    const algo_desc_t *half_first = run = tune_select_among(&ts, &half, &cfg, &among);
+    TEST_ASSERT(tune_watch_get(&ts, &half, among, &run, &w) == CHORUS_SUCCESS && w, "32 MiB: watched");
+    double half_price = tune_predict(&ts.file.params, &ts.comm, half_first, 32 << 20);
+    TEST_ASSERT(tune_watch_decide(&ts, w, &half, 3 * half_price) != half_first,
+                "32 MiB out of place, 3 times its price at the first look: another than %s is tried", half_first->name);
     /* Not watched: a forced choice (among 0), a call priced below a look's 32 times, the watch off. */
     run = first;
     TEST_ASSERT(tune_watch_get(&ts, &a, 0, &run, &w) == CHORUS_SUCCESS && !w && run == first, "a forced choice");
