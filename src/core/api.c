@@ -123,7 +123,7 @@ static int64_t coll_begin(chorus_comm_t comm, const char *name, uint32_t tag, ui
 
 static chorus_result_t coll_run_algo(chorus_comm_t comm, const coll_args_t *a)
 {
-    uint64_t among;
+    tune_among_t among;
     const algo_desc_t *algo = tune_select_again(&comm->tune, a, &comm->algo, &among);
     if (!algo) return comm_error(comm, CHORUS_ERR_INTERNAL, "%s: no algorithm registered", coll_name(a->coll));
     if (!algo_config_allows(&comm->algo, algo) && !comm->algo_fallback_logged++)

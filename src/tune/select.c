@@ -46,9 +46,9 @@ const algo_desc_t *tune_select(tune_state_t *ts, const coll_args_t *a, const alg
 }
 
 const algo_desc_t *tune_select_among(tune_state_t *ts, const coll_args_t *a, const algo_config_t *cfg,
-                                     uint64_t *among_p)
+                                     tune_among_t *among_p)
 {
-    uint64_t among = 0;
+    tune_among_t among = {0, 0};
     size_t bytes = algo_call_bytes(a, ts->comm.nranks);
     double mid;
     unsigned bucket = tune_bucket(bytes, &mid);
@@ -65,30 +65,30 @@ const algo_desc_t *tune_select_among(tune_state_t *ts, const coll_args_t *a, con
             algo_config_t named_cfg = {.allowed = named};
             if (!*cached) *cached = tune_model_choice(&ts->file.params, &ts->comm, a->coll, mid, &named_cfg);
             d = *cached;
-            among = named;
+            among = (tune_among_t){named, 1};
         } else if (named) {
             why = "built-in rule";
             d = &table[__builtin_ctzll(named)];
-            among = cfg->allowed; /* measured here once: the watch may still move away from it */
+            among.algos = cfg->allowed; /* measured here once: the watch may still move away from it */
         }
     }
     if (!d) {
         why = "model";
         d = ts->model_choice[a->coll][bucket];
         if (!d) d = ts->model_choice[a->coll][bucket] = tune_model_choice(&ts->file.params, &ts->comm, a->coll, mid, cfg);
-        among = cfg->allowed;
+        among.algos = cfg->allowed;
     }
     if (!d) {
         why = "no allowed algorithm is supported here";
         d = algo_first_supported(a->coll, &ts->comm.caps, cfg);
     }
     if (d) tune_log_decision(ts, a, bytes, bucket, d, why, cfg);
-    if (among_p) *among_p = d ? among : 0;
+    if (among_p) *among_p = d ? among : (tune_among_t){0, 0};
     return d;
 }
 
 const algo_desc_t *tune_select_again(tune_state_t *ts, const coll_args_t *a, const algo_config_t *cfg,
-                                     uint64_t *among_p)
+                                     tune_among_t *among_p)
 {
     size_t bytes = algo_call_bytes(a, ts->comm.nranks);
     struct tune_last *last = &ts->last[algo_in_place(a, ts->comm.nranks)][a->coll];

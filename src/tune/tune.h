@@ -221,6 +221,15 @@ typedef enum { TUNE_MODE_RULES, TUNE_MODE_MODEL } tune_mode_t;
  * *mid_p: the middle of its range. */
 unsigned tune_bucket(size_t bytes, double *mid_p);
 
+/* The algorithms a choice was made among, for the watch: the registry bits (cfg's where the model or a
+ * built-in rule chose, a built-in rule's several where the model chose among them; 0 where cfg forced the
+ * choice or a tuning file's rule made it); close: a built-in rule's several, measured to run close to one
+ * another here. */
+typedef struct tune_among {
+    uint64_t algos;
+    int close;
+} tune_among_t;
+
 typedef struct tune_state {
     tune_mode_t mode;
     int partner; /* the rank rank 0 measures its link with: the first on another host, else rank 1 */
@@ -239,7 +248,7 @@ typedef struct tune_state {
     /* The last decision per collective and layout ([in place]), for tune_select_again. */
     struct tune_last {
         const algo_desc_t *algo;
-        uint64_t among;
+        tune_among_t among;
         size_t bytes;
     } last[2][COLL_COUNT];
     /* The run-time watch over the model's choices (watch.c), per [in place][collective][size bucket]:
@@ -255,18 +264,16 @@ typedef struct tune_state {
  * bucket at INFO TUNING, with the model's estimates of the alternatives. Never NULL for a registered
  * collective. */
 const algo_desc_t *tune_select(tune_state_t *ts, const coll_args_t *a, const algo_config_t *cfg);
-/* The same, and *among_p (may be NULL): the registry bits of the algorithms the watch may move among (cfg's
- * where the model or a built-in rule chose, a built-in rule's several where the model chose among them),
- * 0 where cfg forced the choice or a tuning file's rule made it. */
+/* The same, and *among_p (may be NULL): what the watch may move among. */
 const algo_desc_t *tune_select_among(tune_state_t *ts, const coll_args_t *a, const algo_config_t *cfg,
-                                     uint64_t *among_p);
+                                     tune_among_t *among_p);
 
 /* tune_select for a communicator's calls, whose state and cfg no longer change: a call of the same
  * collective, layout and size as the last one takes the last one's algorithm without going through the
  * rules again (with 8 ranks on 2 cores, the rules' walk was a tenth of the CPU time of an 8-byte
  * Broadcast). */
 const algo_desc_t *tune_select_again(tune_state_t *ts, const coll_args_t *a, const algo_config_t *cfg,
-                                     uint64_t *among_p);
+                                     tune_among_t *among_p);
 
 /*
  * The watch (watch.c): the model prices each algorithm from a few measured rates, and a machine can run
@@ -293,10 +300,10 @@ const algo_desc_t *tune_select_again(tune_state_t *ts, const coll_args_t *a, con
 #define TUNE_WATCH_MARGIN 1.25
 typedef struct tune_watch tune_watch_t;
 /* The watch over a call the selection chose *algo_p for among `among` (tune_select_among), the same on
- * every rank: *w_p NULL when the call is not watched (the watch off, among 0, the call priced below the
+ * every rank: *w_p NULL when the call is not watched (the watch off, no algos, the call priced below the
  * minimum, no alternative); otherwise *algo_p becomes what the call runs now. NO_MEMORY if a new watch
  * cannot be allocated. */
-chorus_result_t tune_watch_get(tune_state_t *ts, const coll_args_t *a, uint64_t among, const algo_desc_t **algo_p,
+chorus_result_t tune_watch_get(tune_state_t *ts, const coll_args_t *a, tune_among_t among, const algo_desc_t **algo_p,
                                tune_watch_t **w_p);
 /* After a watched call ran (seconds: on this rank): at the end of a look, on every rank together, the
  * agreement and the decision. */

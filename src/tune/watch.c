@@ -12,6 +12,7 @@
 
 struct tune_watch {
     int nalgos; /* 0: the bucket is not watched */
+    int close;  /* tune_among_t's */
     int run;    /* algos[run] is what its calls run now */
     const algo_desc_t *algos[TUNE_WATCH_ALGOS];
     /* What each took over its price at its last look and at its best (INFINITY until it has run); looks
@@ -45,7 +46,7 @@ static double tune_watch_look_price(const tune_state_t *ts)
 
 /* A new watch: the algorithms of among this communicator supports, the choice first and then the
  * cheapest (by the model at n bytes), if the choice is worth watching and has an alternative. */
-static void tune_watch_fill(const tune_state_t *ts, tune_watch_t *w, const coll_args_t *a, uint64_t among,
+static void tune_watch_fill(const tune_state_t *ts, tune_watch_t *w, const coll_args_t *a, tune_among_t among,
                             const algo_desc_t *chosen, double n)
 {
     size_t count;
@@ -57,7 +58,7 @@ static void tune_watch_fill(const tune_state_t *ts, tune_watch_t *w, const coll_
     int k = 0;
     for (size_t i = 0; i < count && i < 64; i++) {
         const algo_desc_t *d = &table[i];
-        if (d->coll != a->coll || !(among >> i & 1) || !algo_supported(d, &ts->comm.caps)) continue;
+        if (d->coll != a->coll || !(among.algos >> i & 1) || !algo_supported(d, &ts->comm.caps)) continue;
         double t = d == chosen ? -1 : tune_predict(&ts->file.params, &ts->comm, d, n);
         int j = k++;
         for (; j > 0 && all[j - 1].price > t; j--) all[j] = all[j - 1];
@@ -68,17 +69,18 @@ static void tune_watch_fill(const tune_state_t *ts, tune_watch_t *w, const coll_
         tune_predict(&ts->file.params, &ts->comm, chosen, n) < TUNE_WATCH_MIN_RATIO * tune_watch_look_price(ts))
         return;
     w->nalgos = k < TUNE_WATCH_ALGOS ? k : TUNE_WATCH_ALGOS;
+    w->close = among.close;
     for (int i = 0; i < w->nalgos; i++) {
         w->algos[i] = all[i].d;
         w->last[i] = w->low[i] = INFINITY;
     }
 }
 
-chorus_result_t tune_watch_get(tune_state_t *ts, const coll_args_t *a, uint64_t among, const algo_desc_t **algo_p,
+chorus_result_t tune_watch_get(tune_state_t *ts, const coll_args_t *a, tune_among_t among, const algo_desc_t **algo_p,
                                tune_watch_t **w_p)
 {
     *w_p = NULL;
-    if (!among || ts->watch_calls <= 0) return CHORUS_SUCCESS;
+    if (!among.algos || ts->watch_calls <= 0) return CHORUS_SUCCESS;
     size_t bytes = algo_call_bytes(a, ts->comm.nranks);
     double mid;
     tune_watch_t **slot = &ts->watch[algo_in_place(a, ts->comm.nranks)][a->coll][tune_bucket(bytes, &mid)];
@@ -124,14 +126,17 @@ const algo_desc_t *tune_watch_decide(tune_state_t *ts, tune_watch_t *w, const co
     /* Expected: what ran, as it ran; one held off, as it ran last; one seen before, at its best. The others
      * only while nothing but the first choice has run, and only once it took more than the margin over its
      * price (the rules and the model chose it; nothing says they were wrong before it runs slow): at the
-     * margin over their price (the model's prices may be off as far for every algorithm). One such try:
-     * after it, the watch moves among what it has measured. Out of place only: the model prices the call
-     * out of place, and in place an untried algorithm's price says less (8 ranks on 2 cores, AllToAll of
-     * 16 to 64 MiB in place in a slow stretch: direct at 1.9 times its price, pairwise, tried, at 3.1-3.3). */
+     * margin over their price (the model's prices may be off as far for every algorithm), or over the
+     * choice's among a built-in rule's several (measured to run close here; the model's prices for them
+     * can be further apart than their times: at init on 8 ranks and 2 cores it priced single copy's
+     * AllToAll at 1.5-1.75 times what it took, the direct one's at 0.9-1.3). One such try: after it, the
+     * watch moves among what it has measured. Out of place only: the model prices the call out of place,
+     * and in place an untried algorithm's price says less (8 ranks on 2 cores, AllToAll of 16 to 64 MiB in
+     * place in a slow stretch: direct at 1.9 times its price, pairwise, tried, at 3.1-3.3). */
     int explore = seen == 1 && w->last[cur] > TUNE_WATCH_MARGIN && !algo_in_place(a, ts->comm.nranks);
     for (int i = 0; i < w->nalgos; i++)
         expect[i] = isfinite(w->last[i]) ? price[i] * (i == cur || w->hold[i] > 0 ? w->last[i] : w->low[i])
-                    : explore          ? price[i] * TUNE_WATCH_MARGIN
+                    : explore          ? (w->close ? price[cur] : price[i]) * TUNE_WATCH_MARGIN
                                        : INFINITY;
     for (int i = 0; i < w->nalgos; i++)
         if (expect[i] < expect[best]) best = i;

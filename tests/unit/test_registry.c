@@ -673,14 +673,14 @@ static void check_select_again(void)
     for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++) {
         coll_args_t a = {calls[i].coll, in, calls[i].in_place ? in : out, calls[i].count, chorus_uint8, chorus_sum, 0};
         state_for(&fresh, 4, 1, 4);
-        uint64_t among_again, among_first;
+        tune_among_t among_again, among_first;
         const algo_desc_t *again = tune_select_again(&memo, &a, &cfg, &among_again),
                           *first = tune_select_among(&fresh, &a, &cfg, &among_first);
-        TEST_ASSERT(again == first && among_again == among_first,
+        TEST_ASSERT(again == first && among_again.algos == among_first.algos && among_again.close == among_first.close,
                     "call %zu (%s of %zu bytes%s): %s again, %s selected afresh (among %llx and %llx)", i,
                     coll_name(calls[i].coll), calls[i].count, calls[i].in_place ? ", in place" : "",
-                    again ? again->name : "-", first ? first->name : "-", (unsigned long long)among_again,
-                    (unsigned long long)among_first);
+                    again ? again->name : "-", first ? first->name : "-", (unsigned long long)among_again.algos,
+                    (unsigned long long)among_first.algos);
     }
 }
 
@@ -698,10 +698,10 @@ static void check_watch(void)
     ts.watch_calls = 8;
     static char in[1], out[1];
     coll_args_t a = {COLL_ALLREDUCE, in, out, 64 << 20, chorus_uint8, chorus_sum, 0};
-    uint64_t among;
+    tune_among_t among;
     const algo_desc_t *first = tune_select_among(&ts, &a, &cfg, &among), *run = first;
     tune_watch_t *w;
-    TEST_ASSERT(first && among == cfg.allowed, "the model's choice is among everything allowed");
+    TEST_ASSERT(first && among.algos == cfg.allowed && !among.close, "the model's choice is among everything allowed");
     TEST_ASSERT(tune_watch_get(&ts, &a, among, &run, &w) == CHORUS_SUCCESS && w && run == first,
                 "a 64 MiB AllReduce the model chose %s for is watched, and runs it", first->name);
     double n = 64 << 20, price = tune_predict(&ts.file.params, &ts.comm, first, n);
@@ -757,7 +757,8 @@ static void check_watch(void)
                 "32 MiB out of place, 3 times its price at the first look: another than %s is tried", half_first->name);
     /* Not watched: a forced choice (among 0), a call priced below a look's 32 times, the watch off. */
     run = first;
-    TEST_ASSERT(tune_watch_get(&ts, &a, 0, &run, &w) == CHORUS_SUCCESS && !w && run == first, "a forced choice");
+    TEST_ASSERT(tune_watch_get(&ts, &a, (tune_among_t){0, 0}, &run, &w) == CHORUS_SUCCESS && !w && run == first,
+                "a forced choice");
     coll_args_t small = {COLL_ALLREDUCE, in, out, 8, chorus_uint8, chorus_sum, 0};
     run = tune_select_among(&ts, &small, &cfg, &among);
     TEST_ASSERT(tune_watch_get(&ts, &small, among, &run, &w) == CHORUS_SUCCESS && !w, "an 8-byte AllReduce");
@@ -765,6 +766,36 @@ static void check_watch(void)
     coll_args_t other = {COLL_ALLREDUCE, in, out, 16 << 20, chorus_uint8, chorus_sum, 0};
     run = tune_select_among(&ts, &other, &cfg, &among);
     TEST_ASSERT(tune_watch_get(&ts, &other, among, &run, &w) == CHORUS_SUCCESS && !w, "CHORUS_TUNE_WATCH=0");
+    tune_state_free(&ts);
+}
+
+/* The watch over a built-in rule's several (the 8-rank AllToAll out of place from 256 KiB: direct and single
+ * copy, measured to run close here): an untried one is expected at the margin over the choice's price, not
+ * its own, so that where the model prices single copy at twice its time it is still tried once direct
+ * runs past 1.25 squared times its price. */
+static void check_watch_close(void)
+{
+    algo_config_t cfg;
+    char err[512];
+    TEST_ASSERT(parse("", &cfg, err), "%s", err);
+    static tune_state_t ts;
+    cma_scale = 0.5;
+    state_for(&ts, 8, 1, 2);
+    cma_scale = 1;
+    ts.watch_calls = 8;
+    static char in[1], out[1];
+    coll_args_t a = {COLL_ALLTOALL, in, out, (16 << 20) / 8, chorus_uint8, chorus_sum, 0}; /* 16 MiB in all */
+    tune_among_t among;
+    const algo_desc_t *first = tune_select_among(&ts, &a, &cfg, &among), *run = first;
+    TEST_ASSERT(first && strcmp(first->name, "direct") == 0 && among.close,
+                "8 ranks, 16 MiB: the rule's direct, among its several (%s)", first ? first->name : "-");
+    tune_watch_t *w;
+    TEST_ASSERT(tune_watch_get(&ts, &a, among, &run, &w) == CHORUS_SUCCESS && w, "watched");
+    double n = 16 << 20, price = tune_predict(&ts.file.params, &ts.comm, first, n);
+    TEST_ASSERT(tune_watch_decide(&ts, w, &a, 1.5 * price) == first, "1.5 times its price: direct stays");
+    const algo_desc_t *next = tune_watch_decide(&ts, w, &a, 1.7 * price);
+    TEST_ASSERT(strcmp(next->name, "cma") == 0, "1.7 times its price: cma is tried, not %s", next->name);
+    TEST_ASSERT(tune_watch_decide(&ts, w, &a, 2 * price) == first, "cma at twice direct's price: back to direct");
     tune_state_free(&ts);
 }
 
@@ -905,6 +936,7 @@ int main(void)
     check_derive_arena();
     check_select_again();
     check_watch();
+    check_watch_close();
     check_hosts();
     check_levels();
     return test_report();
