@@ -142,9 +142,7 @@ chorus_result_t comm_set_algo(chorus_comm_t comm, const char *text)
     chorus_result_t res = algo_config_parse(text, &cfg, comm->last_error, COMM_ERROR_BYTES);
     if (res != CHORUS_SUCCESS) return res;
     comm->algo = cfg;
-    /* The model's choices were made for the previous setting. */
-    memset(comm->tune.model_choice, 0, sizeof(comm->tune.model_choice));
-    memset(comm->tune.logged, 0, sizeof(comm->tune.logged));
+    tune_forget(&comm->tune); /* its choices were made for the previous setting */
     comm->algo_fallback_logged = 0;
     return CHORUS_SUCCESS;
 }

@@ -99,3 +99,12 @@ const algo_desc_t *tune_select_again(tune_state_t *ts, const coll_args_t *a, con
     *among_p = last->among;
     return last->algo;
 }
+
+void tune_forget(tune_state_t *ts)
+{
+    memset(ts->model_choice, 0, sizeof(ts->model_choice));
+    memset(ts->rule_model_choice, 0, sizeof(ts->rule_model_choice));
+    memset(ts->logged, 0, sizeof(ts->logged));
+    memset(ts->last, 0, sizeof(ts->last));
+    tune_state_free(ts);
+}

@@ -312,7 +312,11 @@ chorus_result_t tune_watch_after(prims_t *p, tune_state_t *ts, tune_watch_t *w, 
 const algo_desc_t *tune_watch_current(const tune_state_t *ts, const coll_args_t *a, const algo_desc_t *d);
 /* The decision of a look, given the fastest rank's median time: what the next calls run. For tests. */
 const algo_desc_t *tune_watch_decide(tune_state_t *ts, tune_watch_t *w, const coll_args_t *a, double fastest);
+/* The watches' memory. */
 void tune_state_free(tune_state_t *ts);
+/* Every choice made so far, memos and watches, for a cfg that changed (chorus-tune forcing algorithms in
+ * turn: a memo kept had every call of a size run the first one forced). */
+void tune_forget(tune_state_t *ts);
 
 /* At init, on every rank together (connections ready, nothing else in flight): the measurement when
  * calibrate is 1, or when it is TUNE_CALIBRATE_AUTO and rank 0's tuning file was not measured here at this
