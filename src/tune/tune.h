@@ -251,9 +251,9 @@ typedef struct tune_state {
         tune_among_t among;
         size_t bytes;
     } last[2][COLL_COUNT];
-    /* The run-time watch over the model's choices (watch.c), per [in place][collective][size bucket]:
-     * made at the first call of a bucket the model chose for; NULL before. watch_calls: calls per look,
-     * 0 off (CHORUS_TUNE_WATCH). */
+    /* The watch over the model's and the built-in rules' choices as calls run (watch.c), per [in
+     * place][collective][size bucket]: made at the bucket's first call; NULL before. watch_calls: calls
+     * per look, 0 off (CHORUS_TUNE_WATCH). */
     struct tune_watch *watch[2][COLL_COUNT][TUNE_BUCKETS];
     int watch_calls;
 } tune_state_t;
@@ -283,9 +283,9 @@ const algo_desc_t *tune_select_again(tune_state_t *ts, const coll_args_t *a, con
  * collective, layout and size bucket, all ranks agree on the fastest rank's median time over those calls
  * (a rank that waited for a late peer took longer than the algorithm did) and decide alike:
  * - while nothing but the first choice has run, and it took more than TUNE_WATCH_MARGIN times its price,
- *   the alternative the model prices lowest is tried if, expected at the margin over its own price, it
- *   would take less than what ran by the margin again (one such try; out of place only, as the model
- *   prices the calls);
+ *   the alternative the model prices lowest is tried if, expected at the margin over its own price (over
+ *   the choice's, among a built-in rule's several), it would take less than what ran by the margin again
+ *   (one such try; out of place only, as the model prices the calls);
  * - from then on the watch moves among what it has measured: to an algorithm expected (at its best) to
  *   take less than what ran by the margin, or back at once to one it left if that one took less when it
  *   last ran;

@@ -1,4 +1,4 @@
-/* The watch over the model's choices as calls run: tune.h says what it does and why. */
+/* The watch over the model's and the built-in rules' choices as calls run: tune.h says what it does and why. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
