@@ -20,7 +20,7 @@ struct tune_watch {
      * held off last time. */
     double last[TUNE_WATCH_ALGOS], low[TUNE_WATCH_ALGOS];
     int hold[TUNE_WATCH_ALGOS], held[TUNE_WATCH_ALGOS];
-    int calls; /* of the current look */
+    int calls, looked; /* of the current look, and of the last one taken */
     double seconds[TUNE_WATCH_MAX_CALLS];
 };
 
@@ -151,17 +151,20 @@ const algo_desc_t *tune_watch_decide(tune_state_t *ts, tune_watch_t *w, const co
              "rank's median), %.2f times its price (at best %.2f); %s is expected to take %.1f us: running it "
              "from the next call (CHORUS_TUNE_WATCH=0 keeps the first choice)", coll_name(a->coll), n,
              ts->comm.nranks, algo_in_place(a, ts->comm.nranks) ? ", in place" : "", w->algos[cur]->name,
-             fastest * 1e6, ts->watch_calls, w->last[cur], w->low[cur], w->algos[best]->name, expect[best] * 1e6);
+             fastest * 1e6, w->looked, w->last[cur], w->low[cur], w->algos[best]->name, expect[best] * 1e6);
     w->run = best;
     return w->algos[best];
 }
 
 chorus_result_t tune_watch_after(prims_t *p, tune_state_t *ts, tune_watch_t *w, const coll_args_t *a, double seconds)
 {
-    int calls = ts->watch_calls;
+    /* The first look at what runs comes after half the calls: until it, a choice that runs slow costs every
+     * call (a size's first choice, and an algorithm just tried). */
+    int calls = isfinite(w->last[w->run]) ? ts->watch_calls : (ts->watch_calls + 1) / 2;
     w->seconds[w->calls++] = seconds;
     if (w->calls < calls) return CHORUS_SUCCESS;
     w->calls = 0;
+    w->looked = calls;
     qsort(w->seconds, (size_t)calls, sizeof(double), tune_watch_cmp);
     double median = w->seconds[calls / 2];
     CHECK(tune_watch_min(p, &ts->comm, &median));
