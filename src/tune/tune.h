@@ -281,8 +281,8 @@ const algo_desc_t *tune_select_again(tune_state_t *ts, const coll_args_t *a, con
  * twice its price for minutes at a time, single copy at its price; docs/tuning.md, "Watching the choices").
  * So the choices the model or a built-in rule made are checked as they run: every watch_calls calls of a
  * collective, layout and size bucket (the first look at what runs, a size's first choice or an algorithm
- * just tried, after half as many), all ranks agree on the fastest rank's median time over those calls (a
- * rank that waited for a late peer took longer than the algorithm did) and decide alike:
+ * just tried, after half as many), all ranks agree on the fastest rank's lower quartile of its times for
+ * those calls (a rank that waited for a late peer took longer than the algorithm did) and decide alike:
  * - while nothing but the first choice has run, and it took more than TUNE_WATCH_MARGIN times its price,
  *   the alternative the model prices lowest is tried if, expected at the margin over its own price (over
  *   the choice's, among a built-in rule's several), it would take less than what ran by the margin again
@@ -311,7 +311,7 @@ chorus_result_t tune_watch_get(tune_state_t *ts, const coll_args_t *a, tune_amon
 chorus_result_t tune_watch_after(prims_t *p, tune_state_t *ts, tune_watch_t *w, const coll_args_t *a, double seconds);
 /* What calls like a (tune_select's d) run now: the watch's choice where there is a watch, else d. */
 const algo_desc_t *tune_watch_current(const tune_state_t *ts, const coll_args_t *a, const algo_desc_t *d);
-/* The decision of a look, given the fastest rank's median time: what the next calls run. For tests. */
+/* The decision of a look, given the fastest rank's lower quartile: what the next calls run. For tests. */
 const algo_desc_t *tune_watch_decide(tune_state_t *ts, tune_watch_t *w, const coll_args_t *a, double fastest);
 /* The watches' memory. */
 void tune_state_free(tune_state_t *ts);

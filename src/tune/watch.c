@@ -24,7 +24,7 @@ struct tune_watch {
     double seconds[TUNE_WATCH_MAX_CALLS];
 };
 
-/* A look's agreement: every rank's median, the smallest of them, on every rank. */
+/* A look's agreement: every rank's figure, the smallest of them, on every rank. */
 static chorus_result_t tune_watch_min(prims_t *p, const tune_comm_t *tc, double *v)
 {
     coll_args_t a = {.coll = COLL_ALLREDUCE, .sendbuf = v, .recvbuf = v, .count = 1, .dtype = chorus_float64,
@@ -140,7 +140,7 @@ const algo_desc_t *tune_watch_decide(tune_state_t *ts, tune_watch_t *w, const co
                                        : INFINITY;
     for (int i = 0; i < w->nalgos; i++)
         if (expect[i] < expect[best]) best = i;
-    LOG_DEBUG(LOG_SUB_TUNING, "%s of %.0f bytes: %s took %.1f us (the fastest rank's median), %.2f times its price "
+    LOG_DEBUG(LOG_SUB_TUNING, "%s of %.0f bytes: %s took %.1f us (the fastest rank's lower quartile), %.2f times its price "
               "(at best %.2f)", coll_name(a->coll), n, w->algos[cur]->name, fastest * 1e6, w->last[cur], w->low[cur]);
     /* Back to one held off, by what it took last: no margin (a move that did not pay is undone at once). */
     if (best == cur || expect[best] * (w->hold[best] > 0 ? 1 : TUNE_WATCH_MARGIN) >= fastest) return w->algos[cur];
@@ -148,7 +148,7 @@ const algo_desc_t *tune_watch_decide(tune_state_t *ts, tune_watch_t *w, const co
     if (w->held[cur] > TUNE_WATCH_HOLD_MAX) w->held[cur] = TUNE_WATCH_HOLD_MAX;
     w->hold[cur] = w->held[cur];
     LOG_INFO(LOG_SUB_TUNING, "%s of %.0f bytes on %d ranks%s: %s took %.1f us over its last %d calls (the fastest "
-             "rank's median), %.2f times its price (at best %.2f); %s is expected to take %.1f us: running it "
+             "rank's lower quartile), %.2f times its price (at best %.2f); %s is expected to take %.1f us: running it "
              "from the next call (CHORUS_TUNE_WATCH=0 keeps the first choice)", coll_name(a->coll), n,
              ts->comm.nranks, algo_in_place(a, ts->comm.nranks) ? ", in place" : "", w->algos[cur]->name,
              fastest * 1e6, w->looked, w->last[cur], w->low[cur], w->algos[best]->name, expect[best] * 1e6);
@@ -165,10 +165,12 @@ chorus_result_t tune_watch_after(prims_t *p, tune_state_t *ts, tune_watch_t *w, 
     if (w->calls < calls) return CHORUS_SUCCESS;
     w->calls = 0;
     w->looked = calls;
+    /* The lower quartile: a call or two slowed by something else (the first of a size finds its data out of
+     * the caches) does not count; a choice that runs slow runs slow at most of the calls. */
     qsort(w->seconds, (size_t)calls, sizeof(double), tune_watch_cmp);
-    double median = w->seconds[calls / 2];
-    CHECK(tune_watch_min(p, &ts->comm, &median));
-    tune_watch_decide(ts, w, a, median);
+    double quartile = w->seconds[calls / 4];
+    CHECK(tune_watch_min(p, &ts->comm, &quartile));
+    tune_watch_decide(ts, w, a, quartile);
     return CHORUS_SUCCESS;
 }
 
