@@ -280,9 +280,9 @@ const algo_desc_t *tune_select_again(tune_state_t *ts, const coll_args_t *a, con
  * one of them far slower than that for a while (on 2 cores shared by 8 ranks the direct AllToAll ran at
  * twice its price for minutes at a time, single copy at its price; docs/tuning.md, "Watching the choices").
  * So the choices the model or a built-in rule made are checked as they run: every watch_calls calls of a
- * collective, layout and size bucket (the first look at what runs, a size's first choice or an algorithm
- * just tried, after half as many), all ranks agree on the fastest rank's lower quartile of its times for
- * those calls (a rank that waited for a late peer took longer than the algorithm did) and decide alike:
+ * collective, layout and size bucket, all ranks agree on the fastest rank's lower quartile of its times
+ * for those calls (a rank that waited for a late peer took longer than the algorithm did) and decide
+ * alike:
  * - while nothing but the first choice has run, and it took more than TUNE_WATCH_MARGIN times its price,
  *   the alternative the model prices lowest is tried if, expected at the margin over its own price (over
  *   the choice's, among a built-in rule's several), it would take less than what ran by the margin again

@@ -158,9 +158,11 @@ const algo_desc_t *tune_watch_decide(tune_state_t *ts, tune_watch_t *w, const co
 
 chorus_result_t tune_watch_after(prims_t *p, tune_state_t *ts, tune_watch_t *w, const coll_args_t *a, double seconds)
 {
-    /* The first look at what runs comes after half the calls: until it, a choice that runs slow costs every
-     * call (a size's first choice, and an algorithm just tried). */
-    int calls = isfinite(w->last[w->run]) ? ts->watch_calls : (ts->watch_calls + 1) / 2;
+    /* Not sooner for a size's first choice: its first calls run slow here and there (the copies into the
+     * arena's slots time themselves at a size's first calls, docs/design.md, Copies); on 8 ranks and 2
+     * cores a first look after 4 calls found the direct AllToAll of 4 to 32 MiB at 1.65 to 2.04 times its
+     * price, 1.15 to 1.26 after. */
+    int calls = ts->watch_calls;
     w->seconds[w->calls++] = seconds;
     if (w->calls < calls) return CHORUS_SUCCESS;
     w->calls = 0;
