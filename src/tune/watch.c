@@ -21,6 +21,7 @@ struct tune_watch {
     double last[TUNE_WATCH_ALGOS], low[TUNE_WATCH_ALGOS];
     int hold[TUNE_WATCH_ALGOS], held[TUNE_WATCH_ALGOS];
     int calls, looked; /* of the current look, and of the last one taken */
+    int tries;         /* looks in a row that called for a try */
     double seconds[TUNE_WATCH_MAX_CALLS];
 };
 
@@ -143,7 +144,19 @@ const algo_desc_t *tune_watch_decide(tune_state_t *ts, tune_watch_t *w, const co
     LOG_DEBUG(LOG_SUB_TUNING, "%s of %.0f bytes: %s took %.1f us (the fastest rank's lower quartile), %.2f times its price "
               "(at best %.2f)", coll_name(a->coll), n, w->algos[cur]->name, fastest * 1e6, w->last[cur], w->low[cur]);
     /* Back to one held off, by what it took last: no margin (a move that did not pay is undone at once). */
-    if (best == cur || expect[best] * (w->hold[best] > 0 ? 1 : TUNE_WATCH_MARGIN) >= fastest) return w->algos[cur];
+    if (best == cur || expect[best] * (w->hold[best] > 0 ? 1 : TUNE_WATCH_MARGIN) >= fastest) {
+        w->tries = 0;
+        return w->algos[cur];
+    }
+    /* A try only at the second look in a row that calls for it: a slow stretch lasts, while at single
+     * looks the 8-rank direct AllToAll ran at 1.57-1.69 times its price outside them too (its rows at 1.1
+     * to 1.3), and the try, single copy, then kept rows of 16 and 32 MiB 11 and 31 % slower. */
+    if (!isfinite(w->last[best]) && ++w->tries < 2) {
+        LOG_DEBUG(LOG_SUB_TUNING, "%s of %.0f bytes: %s would be tried, if the next look calls for it too",
+                  coll_name(a->coll), n, w->algos[best]->name);
+        return w->algos[cur];
+    }
+    w->tries = 0;
     w->held[cur] = w->held[cur] ? 2 * w->held[cur] : 2;
     if (w->held[cur] > TUNE_WATCH_HOLD_MAX) w->held[cur] = TUNE_WATCH_HOLD_MAX;
     w->hold[cur] = w->held[cur];

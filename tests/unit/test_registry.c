@@ -684,9 +684,9 @@ static void check_select_again(void)
     }
 }
 
-/* The watch over the model's choices (watch.c): what it watches, and its decisions as the fastest rank's
- * medians come in: stay while the choice runs near its best, move to the cheapest alternative when it
- * runs far above that, hold the slow one off for two looks, then expect it at its best again. */
+/* The watch over the model's choices (watch.c): what it watches, and its decisions as the looks come in:
+ * stay while the choice runs near its price, try the cheapest alternative when it runs far above it at
+ * two looks in a row, hold the slow one off for two looks, then expect it at its best again. */
 static void check_watch(void)
 {
     algo_config_t cfg;
@@ -724,9 +724,14 @@ static void check_watch(void)
         }
     }
     TEST_ASSERT(cheapest && cheapest_price < 1.9 * price, "an alternative within 1.9 times the choice's price");
+    TEST_ASSERT(tune_watch_decide(&ts, w, &a, 10 * price) == first, "10 times its price once: %s stays",
+                first->name);
+    TEST_ASSERT(tune_watch_decide(&ts, w, &a, 1.2 * price) == first, "then 1.2: %s stays", first->name);
+    TEST_ASSERT(tune_watch_decide(&ts, w, &a, 10 * price) == first, "10 times again, not twice in a row: %s stays",
+                first->name);
     const algo_desc_t *next = tune_watch_decide(&ts, w, &a, 10 * price);
-    TEST_ASSERT(next == cheapest, "10 times its price: %s goes to %s, not %s", first->name, cheapest->name,
-                next->name);
+    TEST_ASSERT(next == cheapest, "10 times its price at two looks in a row: %s goes to %s, not %s", first->name,
+                cheapest->name, next->name);
     TEST_ASSERT(tune_watch_current(&ts, &a, first) == cheapest, "what calls like it run now is what the watch says");
     run = first;
     tune_watch_t *same = w;
@@ -742,19 +747,22 @@ static void check_watch(void)
     if (third == cheapest)
         TEST_ASSERT(tune_watch_decide(&ts, w, &a, 3 * cheapest_price) == first,
                     "%s at 3 times its price: back to %s, expected at its best", cheapest->name, first->name);
-    /* A first look far above the choice's price: the cheapest other is tried, out of place only. */
+    /* Looks far above the choice's price from the first: the cheapest other is tried, out of place only. */
     coll_args_t in_place = {COLL_ALLREDUCE, in, in, 64 << 20, chorus_uint8, chorus_sum, 0};
     run = tune_select_among(&ts, &in_place, &cfg, &among);
     TEST_ASSERT(tune_watch_get(&ts, &in_place, among, &run, &w) == CHORUS_SUCCESS && w && run == first,
                 "in place: a watch of its own, from %s", first->name);
-    TEST_ASSERT(tune_watch_decide(&ts, w, &in_place, 3 * price) == first, "in place, 3 times its price: %s stays",
-                first->name);
+    TEST_ASSERT(tune_watch_decide(&ts, w, &in_place, 3 * price) == first &&
+                    tune_watch_decide(&ts, w, &in_place, 3 * price) == first,
+                "in place, 3 times its price at two looks: %s stays", first->name);
     coll_args_t half = {COLL_ALLREDUCE, in, out, 32 << 20, chorus_uint8, chorus_sum, 0};
     const algo_desc_t *half_first = run = tune_select_among(&ts, &half, &cfg, &among);
     TEST_ASSERT(tune_watch_get(&ts, &half, among, &run, &w) == CHORUS_SUCCESS && w, "32 MiB: watched");
     double half_price = tune_predict(&ts.file.params, &ts.comm, half_first, 32 << 20);
-    TEST_ASSERT(tune_watch_decide(&ts, w, &half, 3 * half_price) != half_first,
-                "32 MiB out of place, 3 times its price at the first look: another than %s is tried", half_first->name);
+    TEST_ASSERT(tune_watch_decide(&ts, w, &half, 3 * half_price) == half_first &&
+                    tune_watch_decide(&ts, w, &half, 3 * half_price) != half_first,
+                "32 MiB out of place, 3 times its price at the first two looks: another than %s is tried",
+                half_first->name);
     /* Not watched: a forced choice (among 0), a call priced below a look's 32 times, the watch off. */
     run = first;
     TEST_ASSERT(tune_watch_get(&ts, &a, (tune_among_t){0, 0}, &run, &w) == CHORUS_SUCCESS && !w && run == first,
@@ -793,8 +801,10 @@ static void check_watch_close(void)
     TEST_ASSERT(tune_watch_get(&ts, &a, among, &run, &w) == CHORUS_SUCCESS && w, "watched");
     double n = 16 << 20, price = tune_predict(&ts.file.params, &ts.comm, first, n);
     TEST_ASSERT(tune_watch_decide(&ts, w, &a, 1.5 * price) == first, "1.5 times its price: direct stays");
+    TEST_ASSERT(tune_watch_decide(&ts, w, &a, 1.7 * price) == first, "1.7 times its price once: direct stays");
     const algo_desc_t *next = tune_watch_decide(&ts, w, &a, 1.7 * price);
-    TEST_ASSERT(strcmp(next->name, "cma") == 0, "1.7 times its price: cma is tried, not %s", next->name);
+    TEST_ASSERT(strcmp(next->name, "cma") == 0, "1.7 times its price twice in a row: cma is tried, not %s",
+                next->name);
     TEST_ASSERT(tune_watch_decide(&ts, w, &a, 2 * price) == first, "cma at twice direct's price: back to direct");
     tune_state_free(&ts);
 }
