@@ -709,8 +709,8 @@ static void check_watch(void)
                 "1.5 times its price at the first look: the others are expected 1.25 times theirs, %s stays",
                 first->name);
     TEST_ASSERT(tune_watch_decide(&ts, w, &a, 1.2 * price) == first, "1.2 times its price: %s stays", first->name);
-    /* The alternative a run at 10 times its price goes to now (8.3 times its best): the cheapest other by the
-     * model, expected 1.25 times its price (only one has run). */
+    /* The alternative runs at 10 times its price go to: the cheapest other by the model, expected 1.25
+     * times its price (only one has run). */
     const algo_desc_t *cheapest = NULL;
     size_t count;
     const algo_desc_t *table = algo_registry(&count);
