@@ -20,7 +20,7 @@ struct tune_watch {
      * held off last time. */
     double last[TUNE_WATCH_ALGOS], low[TUNE_WATCH_ALGOS];
     int hold[TUNE_WATCH_ALGOS], held[TUNE_WATCH_ALGOS];
-    int calls, looked; /* of the current look, and of the last one taken */
+    int calls;         /* of the current look */
     int tries;         /* looks in a row that called for a try */
     double seconds[TUNE_WATCH_MAX_CALLS];
 };
@@ -141,8 +141,9 @@ const algo_desc_t *tune_watch_decide(tune_state_t *ts, tune_watch_t *w, const co
                                        : INFINITY;
     for (int i = 0; i < w->nalgos; i++)
         if (expect[i] < expect[best]) best = i;
-    LOG_DEBUG(LOG_SUB_TUNING, "%s of %.0f bytes: %s took %.1f us (the fastest rank's lower quartile), %.2f times its price "
-              "(at best %.2f)", coll_name(a->coll), n, w->algos[cur]->name, fastest * 1e6, w->last[cur], w->low[cur]);
+    LOG_DEBUG(LOG_SUB_TUNING, "%s of %.0f bytes: %s took %.1f us (the fastest rank's lower quartile), %.2f times its "
+              "price (at best %.2f)", coll_name(a->coll), n, w->algos[cur]->name, fastest * 1e6, w->last[cur],
+              w->low[cur]);
     /* Back to one held off, by what it took last: no margin (a move that did not pay is undone at once). */
     if (best == cur || expect[best] * (w->hold[best] > 0 ? 1 : TUNE_WATCH_MARGIN) >= fastest) {
         w->tries = 0;
@@ -164,22 +165,20 @@ const algo_desc_t *tune_watch_decide(tune_state_t *ts, tune_watch_t *w, const co
              "rank's lower quartile), %.2f times its price (at best %.2f); %s is expected to take %.1f us: running it "
              "from the next call (CHORUS_TUNE_WATCH=0 keeps the first choice)", coll_name(a->coll), n,
              ts->comm.nranks, algo_in_place(a, ts->comm.nranks) ? ", in place" : "", w->algos[cur]->name,
-             fastest * 1e6, w->looked, w->last[cur], w->low[cur], w->algos[best]->name, expect[best] * 1e6);
+             fastest * 1e6, ts->watch_calls, w->last[cur], w->low[cur], w->algos[best]->name, expect[best] * 1e6);
     w->run = best;
     return w->algos[best];
 }
 
 chorus_result_t tune_watch_after(prims_t *p, tune_state_t *ts, tune_watch_t *w, const coll_args_t *a, double seconds)
 {
-    /* Not sooner for a size's first choice: its first calls run slow here and there (the copies into the
-     * arena's slots time themselves at a size's first calls, docs/design.md, Copies); on 8 ranks and 2
-     * cores a first look after 4 calls found the direct AllToAll of 4 to 32 MiB at 1.65 to 2.04 times its
-     * price, 1.15 to 1.26 after. */
+    /* The first look too: a size's first calls run slow here and there (the copies into the arena's slots
+     * time themselves then, docs/design.md, Copies); on 8 ranks and 2 cores a first look after 4 calls
+     * found the direct AllToAll of 4 to 32 MiB at 1.65 to 2.04 times its price, its rows at 1.15 to 1.26. */
     int calls = ts->watch_calls;
     w->seconds[w->calls++] = seconds;
     if (w->calls < calls) return CHORUS_SUCCESS;
     w->calls = 0;
-    w->looked = calls;
     /* The lower quartile: a call or two slowed by something else (the first of a size finds its data out of
      * the caches) does not count; a choice that runs slow runs slow at most of the calls. */
     qsort(w->seconds, (size_t)calls, sizeof(double), tune_watch_cmp);

@@ -172,7 +172,8 @@ timeout 120 "$run" -n 3 "$tune" --rules --max-bytes 16K -o "$tmp/rules" > "$tmp/
 check "chorus-tune --rules on 3 ranks ran" "$?"
 # Each algorithm forced in turn is the one that runs (a memo of the last call's choice once kept the first).
 ran=$(CHORUS_LOG_LEVEL=DEBUG CHORUS_LOG_SUBSYS=COLL timeout 120 "$run" -n 2 "$tune" --rules --max-bytes 1K \
-          -o "$tmp/rules_1k" 2>&1 | grep '\[0\] CHORUS DEBUG COLL allreduce #.* via ' | awk '{print $NF}' | sort -u | wc -l)
+          -o "$tmp/rules_1k" 2>&1 | grep '\[0\] CHORUS DEBUG COLL allreduce #.* via ' | awk '{print $NF}' |
+      sort -u | wc -l)
 check "chorus-tune --rules ran 5 or more AllReduce algorithms (ran $ran)" "$([ "$ran" -ge 5 ] && echo 0 || echo 1)"
 grep '^rule' "$tmp/rules"
 missing=0
