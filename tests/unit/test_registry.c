@@ -686,7 +686,8 @@ static void check_select_again(void)
 
 /* The watch over the model's choices (watch.c): what it watches, and its decisions as the looks come in:
  * stay while the choice runs near its price, try the cheapest alternative when it runs far above it at
- * two looks in a row, hold the slow one off for two looks, then expect it at its best again. */
+ * two looks in a row (or at once, further above), hold the slow one off for two looks, then expect it at
+ * its best again. */
 static void check_watch(void)
 {
     algo_config_t cfg;
@@ -724,14 +725,16 @@ static void check_watch(void)
         }
     }
     TEST_ASSERT(cheapest && cheapest_price < 1.9 * price, "an alternative within 1.9 times the choice's price");
-    TEST_ASSERT(tune_watch_decide(&ts, w, &a, 10 * price) == first, "10 times its price once: %s stays",
-                first->name);
+    /* Past the margin over the try's expected time (1.25 times its price), not past its square: a try at the
+     * second look in a row only. */
+    double between = 1.1 * TUNE_WATCH_MARGIN * TUNE_WATCH_MARGIN * cheapest_price;
+    TEST_ASSERT(tune_watch_decide(&ts, w, &a, between) == first, "%.2f times its price once: %s stays",
+                between / price, first->name);
     TEST_ASSERT(tune_watch_decide(&ts, w, &a, 1.2 * price) == first, "then 1.2: %s stays", first->name);
-    TEST_ASSERT(tune_watch_decide(&ts, w, &a, 10 * price) == first, "10 times again, not twice in a row: %s stays",
-                first->name);
-    const algo_desc_t *next = tune_watch_decide(&ts, w, &a, 10 * price);
-    TEST_ASSERT(next == cheapest, "10 times its price at two looks in a row: %s goes to %s, not %s", first->name,
-                cheapest->name, next->name);
+    TEST_ASSERT(tune_watch_decide(&ts, w, &a, between) == first, "again, not twice in a row: %s stays", first->name);
+    const algo_desc_t *next = tune_watch_decide(&ts, w, &a, between);
+    TEST_ASSERT(next == cheapest, "%.2f times its price at two looks in a row: %s goes to %s, not %s",
+                between / price, first->name, cheapest->name, next->name);
     TEST_ASSERT(tune_watch_current(&ts, &a, first) == cheapest, "what calls like it run now is what the watch says");
     run = first;
     tune_watch_t *same = w;
@@ -759,10 +762,9 @@ static void check_watch(void)
     const algo_desc_t *half_first = run = tune_select_among(&ts, &half, &cfg, &among);
     TEST_ASSERT(tune_watch_get(&ts, &half, among, &run, &w) == CHORUS_SUCCESS && w, "32 MiB: watched");
     double half_price = tune_predict(&ts.file.params, &ts.comm, half_first, 32 << 20);
-    TEST_ASSERT(tune_watch_decide(&ts, w, &half, 3 * half_price) == half_first &&
-                    tune_watch_decide(&ts, w, &half, 3 * half_price) != half_first,
-                "32 MiB out of place, 3 times its price at the first two looks: another than %s is tried",
-                half_first->name);
+    TEST_ASSERT(tune_watch_decide(&ts, w, &half, 10 * half_price) != half_first,
+                "32 MiB out of place, 10 times its price at the first look (past the margin squared): another than "
+                "%s is tried at once", half_first->name);
     /* Not watched: a forced choice (among 0), a call priced below a look's 32 times, the watch off. */
     run = first;
     TEST_ASSERT(tune_watch_get(&ts, &a, (tune_among_t){0, 0}, &run, &w) == CHORUS_SUCCESS && !w && run == first,
@@ -806,6 +808,13 @@ static void check_watch_close(void)
     TEST_ASSERT(strcmp(next->name, "cma") == 0, "1.7 times its price twice in a row: cma is tried, not %s",
                 next->name);
     TEST_ASSERT(tune_watch_decide(&ts, w, &a, 2 * price) == first, "cma at twice direct's price: back to direct");
+    coll_args_t twice = {COLL_ALLTOALL, in, out, (32 << 20) / 8, chorus_uint8, chorus_sum, 0};
+    run = tune_select_among(&ts, &twice, &cfg, &among);
+    TEST_ASSERT(tune_watch_get(&ts, &twice, among, &run, &w) == CHORUS_SUCCESS && w, "32 MiB: watched");
+    double twice_price = tune_predict(&ts.file.params, &ts.comm, run, 32 << 20);
+    next = tune_watch_decide(&ts, w, &twice, 2 * twice_price);
+    TEST_ASSERT(strcmp(next->name, "cma") == 0, "32 MiB, twice its price at the first look: cma at once, not %s",
+                next->name);
     tune_state_free(&ts);
 }
 
