@@ -4,9 +4,9 @@
 # half a second in all four are moved onto one processor, so the algorithm running slows past its best and
 # the watch moves (ring also runs further above its price here than rhd). Every rank must take the same
 # decisions at the same calls (each logs them at INFO TUNING), results stay right, and the watch must have
-# moved at least once. Over TCP with 3 ranks (the look's agreement then goes
-# through the pair connections) the ranks must agree likewise. CHORUS_TUNE_WATCH=0 takes no look, and a
-# value past 64 fails init naming the knob.
+# moved at least once. Over TCP with 3 ranks (the look's agreement then goes through the pair
+# connections) the ranks must agree likewise. CHORUS_TUNE_WATCH=0 takes no look, and a value past 64
+# fails init naming the knob.
 # Usage: watch.sh CHORUSRUN CHORUS_PERF
 set -u
 chorusrun=$1 perf=$2
