@@ -278,7 +278,8 @@ const algo_desc_t *tune_select_again(tune_state_t *ts, const coll_args_t *a, con
 /*
  * The watch (watch.c): the model prices each algorithm from a few measured rates, and a machine can run
  * one of them far slower than that for a while (on 2 cores shared by 8 ranks the direct AllToAll ran at
- * twice its price for minutes at a time, single copy at its price; docs/tuning.md, "Watching the choices").
+ * 2 to 3.4 times its price for minutes at a time, single copy at its price; docs/tuning.md, "Watching the
+ * choices").
  * So the choices the model or a built-in rule made are checked as they run: every watch_calls calls of a
  * collective, layout and size bucket, all ranks agree on the fastest rank's lower quartile of its times
  * for those calls (a rank that waited for a late peer took longer than the algorithm did) and decide

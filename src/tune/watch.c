@@ -25,6 +25,9 @@ struct tune_watch {
     double seconds[TUNE_WATCH_MAX_CALLS];
 };
 
+/* What the buckets that are not watched point to. */
+static tune_watch_t tune_watch_none;
+
 /* A look's agreement: every rank's figure, the smallest of them, on every rank. */
 static chorus_result_t tune_watch_min(prims_t *p, const tune_comm_t *tc, double *v)
 {
@@ -86,8 +89,14 @@ chorus_result_t tune_watch_get(tune_state_t *ts, const coll_args_t *a, tune_amon
     double mid;
     tune_watch_t **slot = &ts->watch[algo_in_place(a, ts->comm.nranks)][a->coll][tune_bucket(bytes, &mid)];
     if (!*slot) {
-        if (!(*slot = calloc(1, sizeof(**slot)))) return CHORUS_ERR_NO_MEMORY;
-        tune_watch_fill(ts, *slot, a, among, *algo_p, (double)bytes);
+        tune_watch_t *w = calloc(1, sizeof(*w));
+        if (!w) return CHORUS_ERR_NO_MEMORY;
+        tune_watch_fill(ts, w, a, among, *algo_p, (double)bytes);
+        if (!w->nalgos) {
+            free(w);
+            w = &tune_watch_none;
+        }
+        *slot = w;
     }
     if (!(*slot)->nalgos) return CHORUS_SUCCESS;
     *w_p = *slot;
@@ -196,7 +205,7 @@ void tune_state_free(tune_state_t *ts)
     for (int l = 0; l < 2; l++)
         for (int c = 0; c < COLL_COUNT; c++)
             for (int b = 0; b < TUNE_BUCKETS; b++) {
-                free(ts->watch[l][c][b]);
+                if (ts->watch[l][c][b] != &tune_watch_none) free(ts->watch[l][c][b]);
                 ts->watch[l][c][b] = NULL;
             }
 }
