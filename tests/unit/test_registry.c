@@ -676,7 +676,8 @@ static void check_select_again(void)
         tune_among_t among_again, among_first;
         const algo_desc_t *again = tune_select_again(&memo, &a, &cfg, &among_again),
                           *first = tune_select_among(&fresh, &a, &cfg, &among_first);
-        TEST_ASSERT(again == first && among_again.algos == among_first.algos && among_again.close == among_first.close,
+        TEST_ASSERT(again == first && among_again.algos == among_first.algos &&
+                        among_again.close == among_first.close,
                     "call %zu (%s of %zu bytes%s): %s again, %s selected afresh (among %llx and %llx)", i,
                     coll_name(calls[i].coll), calls[i].count, calls[i].in_place ? ", in place" : "",
                     again ? again->name : "-", first ? first->name : "-", (unsigned long long)among_again.algos,
@@ -710,8 +711,8 @@ static void check_watch(void)
                 "1.5 times its price at the first look: the others are expected 1.25 times theirs, %s stays",
                 first->name);
     TEST_ASSERT(tune_watch_decide(&ts, w, &a, 1.2 * price) == first, "1.2 times its price: %s stays", first->name);
-    /* The alternative runs at 10 times its price go to: the cheapest other by the model, expected 1.25
-     * times its price (only one has run). */
+    /* The alternative the choice's slow looks go to: the cheapest other by the model, expected 1.25 times
+     * its price (only one has run). */
     const algo_desc_t *cheapest = NULL;
     size_t count;
     const algo_desc_t *table = algo_registry(&count);
