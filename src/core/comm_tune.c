@@ -35,6 +35,10 @@ chorus_result_t comm_tune_init(chorus_comm_t comm, int ranks_per_host, int partn
         ts->mode = TUNE_MODE_MODEL;
     else
         return comm_error(comm, CHORUS_ERR_INVALID_ARGUMENT, "CHORUS_TUNING=%s: use rules or model", mode);
+    if (comm->params.tune_watch < 0 || comm->params.tune_watch > TUNE_WATCH_MAX_CALLS)
+        return comm_error(comm, CHORUS_ERR_INVALID_ARGUMENT, "CHORUS_TUNE_WATCH=%lld: use 0 (off) to %d calls per look",
+                          (long long)comm->params.tune_watch, TUNE_WATCH_MAX_CALLS);
+    ts->watch_calls = (int)comm->params.tune_watch;
     prims_t *p = &comm->prims;
     ts->comm = (tune_comm_t){.nranks = comm->nranks,
                              .ranks_per_host = ranks_per_host,
@@ -59,10 +63,6 @@ chorus_result_t comm_tune_init(chorus_comm_t comm, int ranks_per_host, int partn
     if (comm->rank == 0 && comm->params.tuning_file[0])
         if (tune_file_read(comm->params.tuning_file, &ts->file, comm->last_error, COMM_ERROR_BYTES) == CHORUS_SUCCESS)
             tune_file_use_share(&ts->file, tune_share(&ts->comm));
-    if (comm->params.tune_watch < 0 || comm->params.tune_watch > TUNE_WATCH_MAX_CALLS)
-        return comm_error(comm, CHORUS_ERR_INVALID_ARGUMENT, "CHORUS_TUNE_WATCH=%lld: use 0 (off) to %d calls per look",
-                          (long long)comm->params.tune_watch, TUNE_WATCH_MAX_CALLS);
-    ts->watch_calls = (int)comm->params.tune_watch;
     ts->partner = partner;
     ts->inside_partner = inside_partner;
     comm_tune_prims(comm);

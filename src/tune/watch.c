@@ -1,7 +1,6 @@
 /* The watch over the model's and the built-in rules' choices as calls run: tune.h says what it does and why. */
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "tune/tune.h"
 #include "util/log.h"
@@ -28,12 +27,18 @@ struct tune_watch {
 /* What the buckets that are not watched point to. */
 static tune_watch_t tune_watch_none;
 
-/* A look's agreement: every rank's figure, the smallest of them, on every rank. */
+/* A look's agreement, an 8-byte AllReduce: the arena's one-shot where there is one. */
+static algo_run_fn tune_watch_look_algo(const tune_comm_t *tc)
+{
+    return tc->caps.direct ? allreduce_oneshot : allreduce_rd;
+}
+
+/* The agreement: every rank's figure, the smallest of them, on every rank. */
 static chorus_result_t tune_watch_min(prims_t *p, const tune_comm_t *tc, double *v)
 {
     coll_args_t a = {.coll = COLL_ALLREDUCE, .sendbuf = v, .recvbuf = v, .count = 1, .dtype = chorus_float64,
                      .op = chorus_min};
-    return tc->caps.direct ? allreduce_oneshot(p, &a) : allreduce_rd(p, &a);
+    return tune_watch_look_algo(tc)(p, &a);
 }
 
 /* What a look's agreement costs by the model. */
@@ -41,10 +46,9 @@ static double tune_watch_look_price(const tune_state_t *ts)
 {
     size_t count;
     const algo_desc_t *table = algo_registry(&count);
-    const char *name = ts->comm.caps.direct ? "oneshot" : "rd";
+    algo_run_fn run = tune_watch_look_algo(&ts->comm);
     for (size_t i = 0; i < count; i++)
-        if (table[i].coll == COLL_ALLREDUCE && strcmp(table[i].name, name) == 0)
-            return tune_predict(&ts->file.params, &ts->comm, &table[i], sizeof(double));
+        if (table[i].run == run) return tune_predict(&ts->file.params, &ts->comm, &table[i], sizeof(double));
     return 0;
 }
 
