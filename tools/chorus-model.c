@@ -229,6 +229,12 @@ int main(int argc, char **argv)
         if (tp.profile[k].n >= 2)
             printf("%s %s (%d points)", shown++ ? "," : "; memory shares by profiles:", profile_names[k],
                    tp.profile[k].n);
+    for (int a = 0, shown = 0; a < nalgos; a++) {
+        const double *e = tp.efficiency[tc.net][algos[a] - table];
+        if (e[TUNE_CACHE] > 0)
+            printf("%s %s %.2f/%.2f", shown++ ? "," : "; efficiencies in cache/memory (docs/tuning.md):",
+                   algos[a]->name, e[TUNE_CACHE], e[TUNE_MEMORY]);
+    }
     printf("; parameters %s\n", tp.source);
     printf("# %12s", "bytes");
     for (int a = 0; a < nalgos; a++) printf(" %12s", algos[a]->name);

@@ -10,9 +10,10 @@
  * On one host it measures shared memory (and the host arena) with a first communicator, then TCP with a
  * second one (CHORUS_TRANSPORT=tcp); across hosts, TCP between rank 0 and the first rank on another host.
  *
- * With --rules it also times every algorithm of every collective on this rank count, over a size sweep
- * (each algorithm in turn, repeated, medians), and writes the fastest as rules for this rank count and
- * link, out of place. Rules an existing file holds for other rank counts or links are kept, so runs with
+ * With --fit it also times every algorithm of every collective on this rank count, over a size sweep
+ * (each algorithm in turn, repeated, medians), and writes each algorithm's efficiencies on this link: its
+ * time over the model's price past the latencies, from 1 MiB, in cache and in memory (tune_fit_efficiency). With --rules it does
+ * the same and writes the fastest as rules for this rank count and link, out of place. Rules an existing file holds for other rank counts or links are kept, so runs with
  * several rank counts build one file. So are its figures measured at other shares of the cores (ranks per
  * core): the figures of this run replace those of its own share only, and a communicator uses the set of
  * the share nearest its own (chorusrun -n 2, -n 4 and -n 8 on 2 cores: shares 1, 2 and 4). Rank 0 writes
@@ -58,6 +59,7 @@ typedef struct sweep {
     chorus_comm_t comm;
     int rank, nranks;
     void *send, *recv;
+    tune_params_t *tp; /* the figures the efficiencies are fitted against, and where they go */
 } sweep_t;
 
 /* One out-of-place call moving n bytes in all, float32 (sum where it reduces), as algo_shape_t counts. */
@@ -101,7 +103,8 @@ typedef struct sweep_result {
     size_t winner[TUNE_SWEEP_MAX_SIZES];
 } sweep_result_t;
 
-/* Times every algorithm of coll the communicator supports over the sweep. Rank 0 prints the table. */
+/* Times every algorithm of coll the communicator supports over the sweep, and fits each one's efficiency
+ * (tune_fit_efficiency) into s->tp. Rank 0 prints the table and the efficiencies. */
 static chorus_result_t sweep_collective(const sweep_t *s, coll_kind_t coll, double max_bytes, sweep_result_t *out)
 {
     size_t count;
@@ -122,11 +125,12 @@ static chorus_result_t sweep_collective(const sweep_t *s, coll_kind_t coll, doub
         printf("  fastest\n");
     }
     char forced[96];
+    double took[64][TUNE_SWEEP_MAX_SIZES] = {{0}}; /* per algorithm and size: the median, 0 where dropped */
+    int iters[64];
     chorus_result_t res = CHORUS_SUCCESS;
     for (double n = TUNE_SWEEP_MIN; res == CHORUS_SUCCESS && n <= max_bytes && out->nsizes < TUNE_SWEEP_MAX_SIZES;
          n *= 4) {
         double t[64][TUNE_REPS];
-        int iters[64];
         for (int rep = 0; res == CHORUS_SUCCESS && rep < TUNE_REPS; rep++)
             for (int a = 0; res == CHORUS_SUCCESS && a < nalgos; a++) {
                 if (!live[a]) continue;
@@ -147,7 +151,7 @@ static chorus_result_t sweep_collective(const sweep_t *s, coll_kind_t coll, doub
         for (int a = 0; a < nalgos; a++) {
             if (!live[a]) continue;
             qsort(t[a], TUNE_REPS, sizeof(double), cmp_double);
-            med[a] = t[a][TUNE_REPS / 2];
+            took[a][k] = med[a] = t[a][TUNE_REPS / 2];
             if (best < 0 || med[a] < med[best]) best = a;
         }
         /* Ties within the noise keep the previous size's winner: fewer rules, and no flapping. */
@@ -165,7 +169,28 @@ static chorus_result_t sweep_collective(const sweep_t *s, coll_kind_t coll, doub
             if (live[a] && med[a] > med[best] * TUNE_DROP_OVER) live[a] = 0;
     }
     if (res == CHORUS_SUCCESS) res = comm_set_algo(s->comm, getenv("CHORUS_ALGO")); /* as the run began */
-    return res;
+    if (res != CHORUS_SUCCESS) return res;
+    const tune_comm_t *tc = comm_tune_comm(s->comm);
+    if (s->rank == 0)
+        printf("# efficiency in cache/memory (time over the model's price past the latencies, medians from %.0f MiB):",
+               TUNE_FIT_FROM / 1048576);
+    for (int a = 0; a < nalgos; a++) {
+        /* The sizes it was timed at (a dropped algorithm was timed up to where it was dropped). */
+        double sizes[TUNE_SWEEP_MAX_SIZES], times[TUNE_SWEEP_MAX_SIZES];
+        int k = 0;
+        for (int i = 0; i < out->nsizes; i++)
+            if (took[a][i] > 0) {
+                sizes[k] = out->size[i];
+                times[k++] = took[a][i];
+            }
+        double *e = s->tp->efficiency[tc->net][algos[a]];
+        tune_fit_efficiency(s->tp, tc, &table[algos[a]], sizes, times, k, e);
+        if (s->rank == 0)
+            e[TUNE_CACHE] > 0 ? printf(" %s %.2f/%.2f", table[algos[a]].name, e[TUNE_CACHE], e[TUNE_MEMORY])
+                              : printf(" %s -", table[algos[a]].name);
+    }
+    if (s->rank == 0) printf("\n");
+    return CHORUS_SUCCESS;
 }
 
 /* Appends to tf one rule per run of sizes with the same winner, the bounds halfway (geometrically)
@@ -194,10 +219,12 @@ static int add_rules(tune_file_t *tf, coll_kind_t coll, int nranks, tune_link_t 
     return 0;
 }
 
-/* Derives the rules of this communicator's rank count and link into tf (rank 0's counts). */
-static chorus_result_t derive_rules(chorus_comm_t comm, tune_link_t link, double max_bytes, tune_file_t *tf)
+/* Times every algorithm of every collective on this communicator and fits their efficiencies into
+ * tf->params (whose figures must be this communicator's link's); with `rules`, derives the rules of its
+ * rank count and link into tf too (rank 0's counts). */
+static chorus_result_t sweep_all(chorus_comm_t comm, tune_link_t link, double max_bytes, tune_file_t *tf, int rules)
 {
-    sweep_t s = {.comm = comm};
+    sweep_t s = {.comm = comm, .tp = &tf->params};
     chorus_comm_rank(comm, &s.rank);
     chorus_comm_size(comm, &s.nranks);
     s.send = tune_alloc((size_t)max_bytes);
@@ -209,14 +236,16 @@ static chorus_result_t derive_rules(chorus_comm_t comm, tune_link_t link, double
     }
     /* Ones: sums stay exact and far from the denormals that would slow the reduction kernels. */
     for (size_t i = 0; i < (size_t)max_bytes / 4; i++) ((float *)s.send)[i] = 1.0f;
-    if (s.rank == 0) printf("# rules for %d ranks over %s, out of place\n", s.nranks, tune_link_name(link));
+    if (s.rank == 0)
+        printf("# every algorithm on %d ranks over %s, out of place%s\n", s.nranks, tune_link_name(link),
+               rules ? ", and the rules it makes" : "");
     static const coll_kind_t colls[] = {COLL_ALLREDUCE, COLL_ALLGATHER, COLL_REDUCE_SCATTER,
                                         COLL_BROADCAST, COLL_REDUCE,    COLL_ALLTOALL};
     chorus_result_t res = CHORUS_SUCCESS;
     for (size_t c = 0; res == CHORUS_SUCCESS && c < sizeof(colls) / sizeof(colls[0]); c++) {
         sweep_result_t r;
         res = sweep_collective(&s, colls[c], max_bytes, &r);
-        if (res == CHORUS_SUCCESS && s.rank == 0 && add_rules(tf, colls[c], s.nranks, link, &r) != 0)
+        if (res == CHORUS_SUCCESS && rules && s.rank == 0 && add_rules(tf, colls[c], s.nranks, link, &r) != 0)
             res = CHORUS_ERR_INVALID_ARGUMENT;
     }
     free(s.send);
@@ -288,7 +317,7 @@ static chorus_result_t measure(chorus_comm_t comm, const passes_t *ps, tune_para
 int main(int argc, char **argv)
 {
     const char *out = "chorus-tuning.txt";
-    int rules = 0;
+    int rules = 0, fit = 0;
     int64_t max_bytes = 64 << 20;
     passes_t ps = {TUNE_PASSES, 0};
     for (int i = 1; i < argc; i++) {
@@ -296,7 +325,9 @@ int main(int argc, char **argv)
         if (strcmp(argv[i], "-o") == 0 && i + 1 < argc)
             out = argv[++i];
         else if (strcmp(argv[i], "--rules") == 0)
-            rules = 1;
+            rules = fit = 1;
+        else if (strcmp(argv[i], "--fit") == 0)
+            fit = 1;
         else if (strcmp(argv[i], "--max-bytes") == 0 && i + 1 < argc && params_parse_size(argv[i + 1], &max_bytes) == 0 &&
                  max_bytes >= TUNE_SWEEP_MIN)
             i++;
@@ -309,15 +340,18 @@ int main(int argc, char **argv)
             i++;
         else {
             fprintf(stderr,
-                    "usage: chorusrun -n N chorus-tune [-o FILE] [--passes K] [--spread S] [--rules [--max-bytes SIZE]]\n"
+                    "usage: chorusrun -n N chorus-tune [-o FILE] [--passes K] [--spread S] [--fit | --rules]\n"
+                    "                                  [--max-bytes SIZE]\n"
                     "  -o FILE            the tuning file to write (default: %s); rules it holds for other rank\n"
                     "                     counts or links, and figures for other shares of the cores, are kept\n"
                     "  --passes K         measure K times, 1 to %d, and write each figure's median (default %d)\n"
                     "  --spread S         spread the passes' starts over S seconds, up to 3600 (default 0: back to\n"
                     "                     back); on a shared machine whose speed moves for minutes at a time, a\n"
                     "                     file from passes minutes apart is less the one phase it was measured in\n"
-                    "  --rules            also time every algorithm of every collective on N ranks, 1K to SIZE\n"
-                    "                     bytes, and write the fastest as rules (a minute or more)\n"
+                    "  --fit              also time every algorithm of every collective on N ranks, 1K to SIZE\n"
+                    "                     bytes, and write each one's efficiency: its time over the model's price\n"
+                    "                     past the latencies, from 1M (a minute or more)\n"
+                    "  --rules            --fit, and write the fastest at each size as rules\n"
                     "  --max-bytes SIZE   the sweep's largest size, at least 1K (default 64M)\n",
                     out, TUNE_MEDIAN_MAX, TUNE_PASSES);
             if (strcmp(argv[i], "-h") != 0)
@@ -343,7 +377,7 @@ int main(int argc, char **argv)
     tune_link_t link, tcp_link = TUNE_LINK_COUNT;
     double share, tcp_share;
     if ((res = measure(comm, &ps, &tf->params, &link, &share)) != CHORUS_SUCCESS) return fail(comm, "measuring", res);
-    if (rules && (res = derive_rules(comm, link, (double)max_bytes, tf)) != CHORUS_SUCCESS)
+    if (fit && (res = sweep_all(comm, link, (double)max_bytes, tf, rules)) != CHORUS_SUCCESS)
         return fail(comm, "timing the algorithms", res);
     if (link == TUNE_LINK_SHM) {
         /* The TCP path of this host: a second communicator over loopback (or CHORUS_SOCKET_IFNAME), its
@@ -357,13 +391,14 @@ int main(int argc, char **argv)
             return fail(NULL, "the TCP communicator", res);
         if ((res = measure(tcp_comm, &ps, &tcp, &tcp_link, &tcp_share)) != CHORUS_SUCCESS)
             return fail(tcp_comm, "measuring TCP", res);
-        if (rules && (res = derive_rules(tcp_comm, tcp_link, (double)max_bytes, tf)) != CHORUS_SUCCESS)
-            return fail(tcp_comm, "timing the algorithms over TCP", res);
-        chorus_comm_destroy(tcp_comm);
+        /* The file's TCP figures, before the sweep fits the TCP efficiencies against them. */
         tune_params_t *tp = &tf->params;
         tp->alpha[TUNE_LINK_TCP] = tcp.alpha[TUNE_LINK_TCP];
         memcpy(tp->beta[TUNE_LINK_TCP], tcp.beta[TUNE_LINK_TCP], sizeof(tp->beta[TUNE_LINK_TCP]));
         memcpy(tp->beta_oneway[TUNE_LINK_TCP], tcp.beta_oneway[TUNE_LINK_TCP], sizeof(tp->beta_oneway[TUNE_LINK_TCP]));
+        if (fit && (res = sweep_all(tcp_comm, tcp_link, (double)max_bytes, tf, rules)) != CHORUS_SUCCESS)
+            return fail(tcp_comm, "timing the algorithms over TCP", res);
+        chorus_comm_destroy(tcp_comm);
     }
     chorus_comm_destroy(comm);
     if (rank != 0) {

@@ -812,6 +812,8 @@ void comm_describe(chorus_comm_t comm, char *buf, size_t len)
 
 const algo_caps_t *comm_algo_caps(chorus_comm_t comm) { return &comm->tune.comm.caps; }
 
+const tune_comm_t *comm_tune_comm(chorus_comm_t comm) { return &comm->tune.comm; }
+
 chorus_result_t chorus_get_unique_id(chorus_unique_id_t *id_p)
 {
     comm_init_error[0] = 0;

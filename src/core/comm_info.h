@@ -14,6 +14,9 @@ void comm_describe(chorus_comm_t comm, char *buf, size_t len);
 /* What the communicator offers algorithms (algo_supported: which of them it can run). */
 const algo_caps_t *comm_algo_caps(chorus_comm_t comm);
 
+/* The communicator as the cost model sees it (its ranks, hosts, link and capabilities). */
+const tune_comm_t *comm_tune_comm(chorus_comm_t comm);
+
 /* The algorithm a call would run and the model's predicted seconds for it (*seconds_p; NaN when the
  * collective has none, e.g. send/recv). A coll_args_t's fields, without buffers: in_place says whether
  * they would be the same; shared, that every rank's would lie in chorus_mem_alloc memory (algo_shared_twin,

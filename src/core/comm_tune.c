@@ -24,6 +24,23 @@ static void comm_tune_prims(chorus_comm_t comm)
     p->deadline_ns = comm->init_deadline_ns ? comm->init_deadline_ns : time_deadline_ms(comm->params.connect_timeout);
 }
 
+/* The efficiencies tp holds for the algorithms tc can run on its link, at INFO TUNING (nothing without). */
+static void comm_log_efficiencies(const tune_params_t *tp, const tune_comm_t *tc)
+{
+    char buf[1024];
+    size_t count, used = 0;
+    const algo_desc_t *table = algo_registry(&count);
+    int shown = 0;
+    for (size_t i = 0; i < count && i < TUNE_ALGOS_MAX && used < sizeof(buf); i++)
+        if (tp->efficiency[tc->net][i][TUNE_CACHE] > 0 && algo_supported(&table[i], &tc->caps))
+            used += (size_t)snprintf(buf + used, sizeof(buf) - used, "%s%s:%s %.2f/%.2f", shown++ ? ", " : "",
+                                     coll_name(table[i].coll), table[i].name, tp->efficiency[tc->net][i][TUNE_CACHE],
+                                     tp->efficiency[tc->net][i][TUNE_MEMORY]);
+    if (shown)
+        LOG_INFO(LOG_SUB_TUNING, "efficiencies over %s in cache/memory (time over the model's price past the "
+                 "latencies, %s): %s", tune_link_name(tc->net), tp->source, buf);
+}
+
 chorus_result_t comm_tune_init(chorus_comm_t comm, int ranks_per_host, int partner, int inside_partner,
                                int inside_shm, int cores)
 {
@@ -99,6 +116,7 @@ chorus_result_t comm_tune_init(chorus_comm_t comm, int ranks_per_host, int partn
                                                : "slower than the arena",
              ts->file.nrules,
              ts->mode == TUNE_MODE_RULES ? "forced > file rules > built-in rules > model" : "forced > file rules > model");
+    comm_log_efficiencies(tp, &ts->comm);
     return CHORUS_SUCCESS;
 }
 

@@ -156,9 +156,11 @@ double tune_stream_per_byte(const tune_params_t *tp, double copy_per_byte)
     return CHORUS_MIN(1 / tune_stream_rate(tp), copy_per_byte);
 }
 
-/* mapped: single-copy reads come out of mappings of the peers' buffers (chorus_mem_alloc), priced as
- * reads of the arena's slots are, instead of at process_vm_readv's rate. */
-static double predict(const tune_params_t *tp, const tune_comm_t *tc, const algo_desc_t *d, double n, int mapped)
+/* The prediction's two parts, before any efficiency (tune_predict_parts). mapped: single-copy reads come
+ * out of mappings of the peers' buffers (chorus_mem_alloc), priced as reads of the arena's slots are,
+ * instead of at process_vm_readv's rate. */
+static void predict_parts(const tune_params_t *tp, const tune_comm_t *tc, const algo_desc_t *d, double n, int mapped,
+                          double *latency_p, double *rest_p, double *memory_p)
 {
     algo_shape_t shape = {.p = tc->nranks, .n = n, .chunk = tc->chunk, .slot = tc->slot, .shared = tc->caps.oversubscribed,
                           .hosts = tc->caps.hosts, .per_host = tc->caps.per_host, .cache_share = tc->cache_share};
@@ -186,7 +188,28 @@ static double predict(const tune_params_t *tp, const tune_comm_t *tc, const algo
     double inside = c.inside_steps * tp->alpha[tc->inside];
     if (c.inside_bytes > 0) inside += c.inside_bytes * tune_per_byte(tp->beta[tc->inside], f);
     if (c.inside_oneway > 0) inside += c.inside_oneway * tune_per_byte(tp->beta_oneway[tc->inside], f);
-    return tune_share(tc) * (t + inside);
+    double s = tune_share(tc), latency = c.steps * tp->alpha[link] + c.inside_steps * tp->alpha[tc->inside];
+    *latency_p = s * latency;
+    *rest_p = s * CHORUS_MAX(t + inside - latency, 0.0);
+    *memory_p = f;
+}
+
+/* The efficiency tp holds for algorithm d on tc's link at memory share f (1 where none was measured). */
+static double tune_efficiency(const tune_params_t *tp, const tune_comm_t *tc, const algo_desc_t *d, double f)
+{
+    size_t count;
+    const algo_desc_t *table = algo_registry(&count);
+    ptrdiff_t i = d - table;
+    if (i < 0 || i >= TUNE_ALGOS_MAX || tc->net >= TUNE_LINK_COUNT) return 1;
+    const double *e = tp->efficiency[tc->net][i];
+    return e[TUNE_CACHE] > 0 && e[TUNE_MEMORY] > 0 ? (1 - f) * e[TUNE_CACHE] + f * e[TUNE_MEMORY] : 1;
+}
+
+static double predict(const tune_params_t *tp, const tune_comm_t *tc, const algo_desc_t *d, double n, int mapped)
+{
+    double latency, rest, f;
+    predict_parts(tp, tc, d, n, mapped, &latency, &rest, &f);
+    return latency + tune_efficiency(tp, tc, d, f) * rest;
 }
 
 double tune_predict(const tune_params_t *tp, const tune_comm_t *tc, const algo_desc_t *d, double n)
@@ -197,6 +220,44 @@ double tune_predict(const tune_params_t *tp, const tune_comm_t *tc, const algo_d
 double tune_predict_mapped(const tune_params_t *tp, const tune_comm_t *tc, const algo_desc_t *d, double n)
 {
     return predict(tp, tc, d, n, 1);
+}
+
+void tune_predict_parts(const tune_params_t *tp, const tune_comm_t *tc, const algo_desc_t *d, double n,
+                        double *latency_p, double *rest_p, double *memory_p)
+{
+    predict_parts(tp, tc, d, n, 0, latency_p, rest_p, memory_p);
+}
+
+/* The median of v[0..m) (the lower middle for an even m, as tune_params_median's), sorting v. */
+static double tune_median_of(double *v, int m)
+{
+    for (int i = 1; i < m; i++)
+        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            double x = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = x;
+        }
+    return v[(m - 1) / 2];
+}
+
+void tune_fit_efficiency(const tune_params_t *tp, const tune_comm_t *tc, const algo_desc_t *d, const double *sizes,
+                         const double *times, int k, double e[TUNE_REGIMES])
+{
+    double v[TUNE_REGIMES][TUNE_FIT_SIZES_MAX];
+    int m[TUNE_REGIMES] = {0};
+    for (int i = 0; i < k && i < TUNE_FIT_SIZES_MAX; i++) {
+        double latency, rest, f;
+        if (sizes[i] < TUNE_FIT_FROM) continue;
+        predict_parts(tp, tc, d, sizes[i], 0, &latency, &rest, &f);
+        /* A call faster than its steps alone says nothing of the rates. */
+        if (rest > 0 && rest >= TUNE_FIT_REST * (latency + rest) && times[i] > latency) {
+            int r = f < 0.5 ? TUNE_CACHE : TUNE_MEMORY;
+            v[r][m[r]++] = (times[i] - latency) / rest;
+        }
+    }
+    for (int r = 0; r < TUNE_REGIMES; r++) e[r] = m[r] ? tune_median_of(v[r], m[r]) : 0;
+    for (int r = 0; r < TUNE_REGIMES; r++)
+        if (!m[r]) e[r] = e[1 - r];
 }
 
 void tune_comm_set_cores(tune_comm_t *tc, int cores)
@@ -308,6 +369,18 @@ static int tune_find_link(const char *name)
     return -1;
 }
 
+/* The registry index of algorithm `name` of collective `coll`, or -1 with err saying so. */
+static int tune_find_algo(const char *coll, const char *name, char *err, size_t errlen)
+{
+    size_t count;
+    const algo_desc_t *table = algo_registry(&count);
+    size_t i = 0;
+    while (i < count && !(strcasecmp(coll_name(table[i].coll), coll) == 0 && strcasecmp(table[i].name, name) == 0)) i++;
+    if (i < count && i < TUNE_ALGOS_MAX) return (int)i;
+    snprintf(err, errlen, "no algorithm \"%s\" for collective \"%s\" (chorus-perf -a all lists them)", name, coll);
+    return -1;
+}
+
 /* One "rule" line's words after "rule". */
 static int tune_parse_rule(char **w, int nw, tune_rule_t *rule, char *err, size_t errlen)
 {
@@ -317,13 +390,9 @@ static int tune_parse_rule(char **w, int nw, tune_rule_t *rule, char *err, size_
     }
     size_t count;
     const algo_desc_t *table = algo_registry(&count);
-    size_t i = 0;
-    while (i < count && !(strcasecmp(coll_name(table[i].coll), w[0]) == 0 && strcasecmp(table[i].name, w[1]) == 0)) i++;
-    if (i == count) {
-        snprintf(err, errlen, "no algorithm \"%s\" for collective \"%s\" (chorus-perf -a all lists them)", w[1], w[0]);
-        return -1;
-    }
-    *rule = (tune_rule_t){.coll = table[i].coll, .entry = i};
+    int i = tune_find_algo(w[0], w[1], err, errlen);
+    if (i < 0) return -1;
+    *rule = (tune_rule_t){.coll = table[i].coll, .entry = (size_t)i};
     for (int k = 2; k < nw; k++) {
         int64_t v;
         int link;
@@ -433,6 +502,22 @@ static int tune_parse_line(tune_file_t *tf, char **w, int nw, int *version_p, ch
         pf->rate[pf->n++] = rate;
         return 0;
     }
+    if (strcmp(w[0], "efficiency") == 0) {
+        int i = nw == 6 ? tune_find_algo(w[1], w[2], err, errlen) : -1;
+        if (nw != 6) snprintf(err, errlen, "\"efficiency COLL ALGO shm|tcp CACHE MEMORY\": two factors, in cache and "
+                                           "in memory");
+        if (i < 0) return -1;
+        double m;
+        if ((link = tune_find_link(w[3])) < 0 || link == TUNE_LINK_ARENA || tune_parse_value(w[4], &v) != 0 ||
+            tune_parse_value(w[5], &m) != 0 || !(v > 0) || !(m > 0) || !isfinite(v) || !isfinite(m)) {
+            snprintf(err, errlen, "\"efficiency %s %s %s %s %s\": the link is shm or tcp, the factors numbers above 0",
+                     w[1], w[2], w[3], w[4], w[5]);
+            return -1;
+        }
+        tf->params.efficiency[link][i][TUNE_CACHE] = v;
+        tf->params.efficiency[link][i][TUNE_MEMORY] = m;
+        return 0;
+    }
     if (strcmp(w[0], "rule") == 0) {
         if (tf->nrules == TUNE_MAX_RULES) {
             snprintf(err, errlen, "more than %d rules", TUNE_MAX_RULES);
@@ -444,7 +529,8 @@ static int tune_parse_line(tune_file_t *tf, char **w, int nw, int *version_p, ch
     }
     snprintf(err, errlen, "cannot read \"%s ...\" (expected alpha shm|tcp|arena T, beta shm|tcp|arena|copy|cma|"
              "cma-read cache|memory RATE, beta stream memory RATE, oneway shm|tcp cache|memory RATE, gamma cache|memory T, "
-             "cache SIZE, profile [cma|copy] SIZE RATE, rule COLL ALGO [bounds], machine, date)", w[0]);
+             "cache SIZE, profile [cma|copy] SIZE RATE, efficiency COLL ALGO shm|tcp CACHE MEMORY, rule COLL ALGO [bounds], "
+             "machine, date)", w[0]);
     return -1;
 }
 
@@ -520,7 +606,7 @@ int tune_file_measured_here(const tune_file_t *tf, double s)
 /* The lines that give a figure (they go to the set of the share line before them). */
 static int tune_is_figure(const char *word)
 {
-    static const char *const figures[] = {"alpha", "beta", "oneway", "gamma", "cache", "profile"};
+    static const char *const figures[] = {"alpha", "beta", "oneway", "gamma", "cache", "profile", "efficiency"};
     for (size_t i = 0; i < CHORUS_ARRAY_SIZE(figures); i++)
         if (strcmp(word, figures[i]) == 0) return 1;
     return 0;
@@ -687,6 +773,19 @@ static void tune_write_params(FILE *f, const tune_params_t *tp)
         for (int i = 0; i < pf->n; i++)
             fprintf(f, "%s %.0f %.4gGB/s\n", profile_lines[k][0], pf->bytes[i], pf->rate[i] / 1e9);
     }
+    size_t count;
+    const algo_desc_t *table = algo_registry(&count);
+    int said = 0;
+    for (int l = 0; l < TUNE_LINK_COUNT; l++)
+        for (size_t i = 0; i < count && i < TUNE_ALGOS_MAX; i++) {
+            const double *e = tp->efficiency[l][i];
+            if (!(e[TUNE_CACHE] > 0 && e[TUNE_MEMORY] > 0)) continue;
+            if (!said++)
+                fprintf(f, "# per algorithm and link: its calls' time over the model's price past the latencies, in "
+                           "cache and in memory (docs/tuning.md, Efficiencies)\n");
+            fprintf(f, "efficiency %s %s %s %.3g %.3g\n", coll_name(table[i].coll), table[i].name, link_names[l],
+                    e[TUNE_CACHE], e[TUNE_MEMORY]);
+        }
 }
 
 chorus_result_t tune_file_write(const char *path, const tune_file_t *tf, char *err, size_t errlen)

@@ -48,6 +48,9 @@ typedef struct tune_profile {
  * slots; and the reductions). */
 typedef enum { TUNE_PROFILE_ARENA, TUNE_PROFILE_CMA, TUNE_PROFILE_COPY, TUNE_PROFILES } tune_profile_kind_t;
 
+/* Registry entries a tuning file's per-algorithm figures can name (algo_config_t's mask holds 64). */
+#define TUNE_ALGOS_MAX 64
+
 /* The arena calls the rates of the arena and of single-copy reads are derived from (calibrate.c). */
 #define TUNE_ARENA_CALLS 3
 
@@ -73,6 +76,11 @@ typedef struct tune_params {
      * seconds per call of the direct AllGather, the single-copy AllGather and the single-copy AllToAll at
      * one rank a core (the share the ranks had divided out), 0 where not measured. */
     double arena_call[TUNE_REGIMES][TUNE_ARENA_CALLS];
+    /* Per link the ranks' pairs talk over (tune_comm_t.net: shm or tcp), algorithm (registry index) and
+     * regime: what its calls took over what the model's terms past the latencies price, measured by
+     * chorus-tune --fit or --rules (tune_fit_efficiency); the prediction multiplies those terms by the two
+     * blended by the call's memory share. 0: not measured, taken as 1 (docs/tuning.md, "Efficiencies"). */
+    double efficiency[TUNE_LINK_COUNT][TUNE_ALGOS_MAX][TUNE_REGIMES];
     char source[256];                            /* where they come from, for the logs */
 } tune_params_t;
 
@@ -137,6 +145,27 @@ double tune_predict(const tune_params_t *tp, const tune_comm_t *tc, const algo_d
  * the arena's read rate (docs/algorithms.md, "Buffers from chorus_mem_alloc"). */
 double tune_predict_mapped(const tune_params_t *tp, const tune_comm_t *tc, const algo_desc_t *d, double n);
 
+/* The parts of tune_predict before any efficiency: *latency_p, the steps' (times the share); *rest_p,
+ * everything else (the bytes' terms, times the share); *memory_p, the call's memory share (0 all in
+ * cache, 1 all in memory: tune_memory_share of the arena's profile). The prediction is latency + rest
+ * ((1 - memory) efficiency[cache] + memory efficiency[memory]). */
+void tune_predict_parts(const tune_params_t *tp, const tune_comm_t *tc, const algo_desc_t *d, double n,
+                        double *latency_p, double *rest_p, double *memory_p);
+
+/* The sizes an efficiency is fitted from, and what of a call the terms past the latencies must make up
+ * there for it to count (a call that is mostly steps says little about the rates). */
+#define TUNE_FIT_FROM 1048576.0
+#define TUNE_FIT_REST 0.5
+#define TUNE_FIT_SIZES_MAX 32 /* sizes counted at most */
+/* An algorithm's efficiencies e[cache] and e[memory] from calls of sizes[i] bytes that took times[i]
+ * seconds (k of them): over the sizes from TUNE_FIT_FROM whose terms past the latencies are at least
+ * TUNE_FIT_REST of the prediction and whose time exceeds the latency, the median of (time - latency) /
+ * rest (tune_predict_parts, priced with tp's figures, whatever efficiency it holds) among those mostly in
+ * cache (memory share below one half) and among the others; a regime without such sizes takes the other's.
+ * Both 0 where no size counts. */
+void tune_fit_efficiency(const tune_params_t *tp, const tune_comm_t *tc, const algo_desc_t *d, const double *sizes,
+                         const double *times, int k, double e[TUNE_REGIMES]);
+
 /* The supported algorithm of a collective with the smallest prediction (ties: registry order), among
  * those allowed (NULL: any). */
 const algo_desc_t *tune_model_choice(const tune_params_t *tp, const tune_comm_t *tc, coll_kind_t coll, double n,
@@ -155,6 +184,7 @@ const algo_desc_t *tune_model_choice(const tune_params_t *tp, const tune_comm_t 
  *     cache <bytes>
  *     profile <bytes> <bytes per second>       (the arena's profile: one line per point, bytes increasing)
  *     profile cma|copy <bytes> <bytes per second> (the single-copy reads' and the local copies', likewise)
+ *     efficiency <collective> <algorithm> shm|tcp <cache factor> <memory factor>  (tune_params_t.efficiency)
  *     rule <collective> <algorithm> [ranks>=P] [ranks<=P] [ranks=P] [bytes>=N] [bytes<=N] [link=shm|tcp]
  *          [place=in|out]
  *     share <ranks per core>                   (the figures after it, to the next share line, were measured

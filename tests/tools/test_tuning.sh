@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Tuning end to end: chorus-tune writes a file that chorus-model and communicators read; a file's rule
-# chooses the algorithm; chorus-tune --rules derives rules that communicators follow; a bad file or CHORUS_TUNING value fails init on every rank, naming what is wrong;
+# chooses the algorithm; chorus-tune --rules derives rules that communicators follow; chorus-tune --fit
+# writes efficiencies that scale the model's prices; a bad file or CHORUS_TUNING value fails init on every
+# rank, naming what is wrong;
 # CHORUS_TUNING=model runs correct collectives.
 # usage: test_tuning.sh CHORUSRUN CHORUS_TUNE CHORUS_PERF CHORUS_MODEL
 set -u
@@ -187,7 +189,7 @@ done
 check "rules for every collective, both rank counts and both links" "$missing"
 # Each collective's first rule over shm names the fastest algorithm of the first row of its table.
 check "the rules name what the tables measured fastest" "$(awk '
-    /^# rules for 3 ranks over shm/ { on = 1; next } /^# rules for/ { on = 0 }
+    /^# every algorithm on 3 ranks over shm/ { on = 1; next } /^# every algorithm on/ { on = 0 }
     on && /^# [a-z_]+ on 3 ranks/ { c = $2; first = 1; next }
     on && first && $1 == 1024 { fastest[c] = $NF; first = 0 }
     END { for (c in fastest) print c, fastest[c] }' "$tmp/rules3.out" | while read -r c a; do
@@ -219,6 +221,41 @@ for c in allgather reduce_scatter; do
     check "$c in place took the place=in rule ($in) on both ranks" \
         "$([ "$(grep -c "on 2 ranks, in place: $in (tuning file rule)" "$tmp/place.out")" = 2 ] && echo 0 || echo 1)"
 done
+# --fit: every algorithm timed over a sweep up to 1 MiB, each one's efficiency written per link (from 1
+# MiB, where the bytes' terms dominate), no rules; the model multiplies those terms by it, and the init
+# says which it uses.
+timeout 120 "$run" -n 2 "$tune" --fit --max-bytes 1M -o "$tmp/fit" > "$tmp/fit.out" 2>&1
+check "chorus-tune --fit on 2 ranks ran" "$?"
+grep '^# efficiency' "$tmp/fit.out"
+check "it wrote AllReduce efficiencies over shm and tcp, and no rules" "$(grep -q '^efficiency allreduce [a-z]* shm [0-9.e+-]* [0-9.e+-]*$' \
+    "$tmp/fit" && grep -q '^efficiency allreduce [a-z]* tcp [0-9.e+-]* [0-9.e+-]*$' "$tmp/fit" && ! grep -q '^rule' "$tmp/fit" &&
+    echo 0 || echo 1)"
+CHORUS_TUNING_FILE=$tmp/fit CHORUS_LOG_LEVEL=INFO CHORUS_LOG_SUBSYS=TUNING timeout 60 "$run" -n 2 "$perf" allreduce \
+    -b 1M -e 1M -n 2 -w 1 > "$tmp/fit_perf.out" 2>&1
+check "a communicator under the fitted file ran, checked, and logged its efficiencies" \
+    "$(grep -q 'CHORUS INFO TUNING efficiencies over shm in cache/memory (.*): allreduce:[a-z]* [0-9.]*/[0-9.]*' "$tmp/fit_perf.out" && echo 0 || echo 1)"
+model_us() { # file, algorithm: chorus-model's 2-rank AllReduce of 64 MiB by that algorithm, in us
+    "$model" allreduce -p 2 -b 64M -e 64M --tuning-file "$1" | awk -v a="$2" '
+        /^# +bytes/ { for (i = 3; i <= NF; i++) if ($i == a) col = i - 1; next }
+        !/^#/ && col { v = $col; print (v ~ /ms$/ ? v * 1000 : v ~ /us$/ ? v + 0 : v * 1e6) }'
+}
+{ cat "$tmp/tuned"; echo "efficiency allreduce ring shm 2 2"; } > "$tmp/eff2"
+ring1=$(model_us "$tmp/tuned" ring) ring2=$(model_us "$tmp/eff2" ring)
+rhd1=$(model_us "$tmp/tuned" rhd) rhd2=$(model_us "$tmp/eff2" rhd)
+check "efficiencies of 2 double the ring's price at 64 MiB ($ring1 -> $ring2 us), not rhd's ($rhd1 -> $rhd2)" \
+    "$(awk -v a="$ring1" -v b="$ring2" -v c="$rhd1" -v d="$rhd2" \
+        'BEGIN { print (a > 0 && b / a > 1.98 && b / a < 2.02 && c == d) ? 0 : 1 }')"
+check "chorus-model names the file's efficiency" \
+    "$("$model" allreduce -p 2 --tuning-file "$tmp/eff2" | grep -q '^# .*efficiencies in cache/memory (docs/tuning.md): ring 2.00/2.00' &&
+       echo 0 || echo 1)"
+for bad in "efficiency allreduce ring arena 2 2" "efficiency allreduce ring shm 1 0" "efficiency allreduce nosuch shm 1 1" \
+           "efficiency allreduce ring shm 1"; do
+    { cat "$tmp/tuned"; echo "$bad"; } > "$tmp/badeff"
+    err=$("$model" allreduce -p 2 --tuning-file "$tmp/badeff" 2>&1)
+    check "\"$bad\" is refused, naming what is wrong" \
+        "$(grep -q 'line [0-9]*: .*\(the link is shm or tcp\|no algorithm "nosuch"\|two factors\)' <<< "$err" && echo 0 || echo 1)"
+done
+
 printf 'chorus-tuning 1\nrule allreduce ring link=ib\n' > "$tmp/badlink"
 CHORUS_TUNING_FILE=$tmp/badlink timeout 60 "$run" -n 2 "$perf" allreduce -b 8 -e 8 > "$tmp/badlink.out" 2>&1
 check "a rule with an unknown link is refused, naming what a rule may say" \
