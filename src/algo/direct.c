@@ -29,9 +29,7 @@ chorus_result_t direct_put_pieces(prims_t *p, const char *buf, size_t block_elem
     int n = prims_nranks(p);
     size_t piece = cnt * elem;
     CHECK(prims_direct_begin_placed(p, (size_t)n * piece, (void **)&slot));
-    for (int q = 0; q < n; q++)
-        if (q != skip)
-            prims_copy_slot(p, slot + (size_t)q * piece, buf + ((size_t)q * block_elems + off) * elem, piece);
+    prims_copy_slot_pieces(p, slot, buf + off * elem, block_elems * elem, piece, n, skip);
     prims_direct_publish(p, (size_t)n * piece);
     return CHORUS_SUCCESS;
 }

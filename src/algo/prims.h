@@ -41,6 +41,10 @@ void prims_copy_out(const prims_t *p, void *dst, const void *src, size_t n, size
 /* copy_bytes into this rank's slot of the phase it began (prims_direct_begin), which its peers read next:
  * by the method (plain or streamed stores) its copies into slots found faster lately (copy_shared). */
 void prims_copy_slot(prims_t *p, void *slot, const void *src, size_t n);
+/* The same for `count` pieces of `piece` bytes, piece q from src + q stride into slot + q piece, but for
+ * piece `skip` (-1: none): one choice of stores for them all, timed as one copy of their total. */
+void prims_copy_slot_pieces(prims_t *p, char *slot, const char *src, size_t stride, size_t piece, int count,
+                            int skip);
 /* Whether prims_copy_slot of n bytes streams now: then data computed for a slot (a combination) is better
  * computed in scratch and copied in with it than written into the slot in place. */
 int prims_slot_streams(const prims_t *p, size_t n);

@@ -91,32 +91,39 @@ static double copy_shared_best(const copy_shared_t *c)
     return best;
 }
 
-void copy_shared(copy_shared_t *c, void *dst, const void *src, size_t n)
+void copy_shared_begin(copy_shared_t *c, copy_shared_run_t *r, size_t n)
 {
-    if (n < COPY_SHARED_MIN || !__builtin_cpu_supports("avx2")) {
-        copy_bytes(dst, src, n);
-        return;
-    }
+    *r = (copy_shared_run_t){.n = n, .timed = n >= COPY_SHARED_MIN && __builtin_cpu_supports("avx2")};
+    if (!r->timed) return;
     if (c->next == 0) c->next = COPY_SHARED_TRY_MIN;
     double best = copy_shared_best(c);
     int full = c->copies >= COPY_SHARED_RECENT; /* recent holds only copies since the last comparison */
-    int trial = c->copies >= c->next || (full && best > 2 * c->at_choice);
-    int m = trial ? !c->streamed : c->streamed;
-    int64_t t0 = time_now_ns();
-    if (m)
+    r->trial = c->copies >= c->next || (full && best > 2 * c->at_choice);
+    r->streamed = r->trial ? !c->streamed : c->streamed;
+    r->t0 = time_now_ns();
+}
+
+void copy_shared_piece(const copy_shared_run_t *r, void *dst, const void *src, size_t n)
+{
+    if (r->streamed && n >= COPY_PIECE_STREAM_MIN)
         copy_stream(dst, src, n);
     else
         copy_bytes(dst, src, n);
-    double x = (double)(time_now_ns() - t0) / (double)n;
-    if (!trial) {
+}
+
+void copy_shared_end(copy_shared_t *c, const copy_shared_run_t *r)
+{
+    if (!r->timed) return;
+    double x = (double)(time_now_ns() - r->t0) / (double)r->n, best = copy_shared_best(c);
+    if (!r->trial) {
         c->recent[c->copies++ % COPY_SHARED_RECENT] = x;
         if (c->copies == COPY_SHARED_RECENT) c->at_choice = copy_shared_best(c);
         return;
     }
     /* Switch where the trial ran clearly faster (COPY_SHARED_STREAM_WIN to stream, just faster to stop),
      * then compare again soon; else later each time. */
-    if (x < (m ? COPY_SHARED_STREAM_WIN : 1.0) * best) {
-        c->streamed = m;
+    if (x < (r->streamed ? COPY_SHARED_STREAM_WIN : 1.0) * best) {
+        c->streamed = r->streamed;
         c->next = COPY_SHARED_TRY_MIN;
         for (int i = 0; i < COPY_SHARED_RECENT; i++) c->recent[i] = 0;
         c->recent[0] = x;
@@ -125,6 +132,14 @@ void copy_shared(copy_shared_t *c, void *dst, const void *src, size_t n)
         c->next = CHORUS_MIN(2 * c->next, COPY_SHARED_TRY_MAX);
         c->copies = 0;
     }
+}
+
+void copy_shared(copy_shared_t *c, void *dst, const void *src, size_t n)
+{
+    copy_shared_run_t r;
+    copy_shared_begin(c, &r, n);
+    copy_shared_piece(&r, dst, src, n);
+    copy_shared_end(c, &r);
 }
 
 void copy_bytes(void *dst, const void *src, size_t n)
@@ -144,6 +159,21 @@ void copy_out_part(void *dst, const void *src, size_t n, size_t whole)
 {
     (void)whole;
     memcpy(dst, src, n);
+}
+void copy_shared_begin(copy_shared_t *c, copy_shared_run_t *r, size_t n)
+{
+    (void)c;
+    *r = (copy_shared_run_t){.n = n};
+}
+void copy_shared_piece(const copy_shared_run_t *r, void *dst, const void *src, size_t n)
+{
+    (void)r;
+    memcpy(dst, src, n);
+}
+void copy_shared_end(copy_shared_t *c, const copy_shared_run_t *r)
+{
+    (void)c;
+    (void)r;
 }
 void copy_shared(copy_shared_t *c, void *dst, const void *src, size_t n)
 {

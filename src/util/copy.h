@@ -31,6 +31,7 @@
 #define CHORUS_UTIL_COPY_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* memcpy(dst, src, n): the regions must not overlap. */
 void copy_bytes(void *dst, const void *src, size_t n);
@@ -104,6 +105,19 @@ typedef struct copy_shared {
 
 /* copy_bytes(dst, src, n) into memory another core reads next, by the method c found faster lately. */
 void copy_shared(copy_shared_t *c, void *dst, const void *src, size_t n);
+/* The same for a slot filled by several copies (an AllToAll's pieces, one per peer, each smaller than
+ * COPY_SHARED_MIN where the ranks are many): copy_shared_begin with their total, copy_shared_piece for each,
+ * copy_shared_end; the method is chosen and timed for the whole, as one copy of the total would be. */
+typedef struct copy_shared_run {
+    int64_t t0;   /* when it began, ns */
+    size_t n;     /* the total */
+    int timed;    /* the total is COPY_SHARED_MIN or more (and the processor can stream): chosen and timed */
+    int streamed; /* the method of this run */
+    int trial;    /* the run tries the method not chosen */
+} copy_shared_run_t;
+void copy_shared_begin(copy_shared_t *c, copy_shared_run_t *r, size_t n);
+void copy_shared_piece(const copy_shared_run_t *r, void *dst, const void *src, size_t n);
+void copy_shared_end(copy_shared_t *c, const copy_shared_run_t *r);
 /* Whether copy_shared of n bytes streams now, but for a trial of plain stores. */
 static inline int copy_shared_streams(const copy_shared_t *c, size_t n) { return n >= COPY_SHARED_MIN && c->streamed; }
 

@@ -2,7 +2,7 @@
  * loop's and the streaming copy's thresholds and every relative offset of source and destination within a
  * cache line (the loop's ragged head and tail), destinations at several offsets within a page (the
  * streaming copy's head), with guard bytes around the destination that must stay untouched; and
- * copy_shared's choice of method. */
+ * copy_shared's choice of method, for one copy and for a slot filled piece by piece. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +74,38 @@ static void check_shared_choice(unsigned char *dst, const unsigned char *src)
                 "copy_shared_streams: the choice, from COPY_SHARED_MIN");
 }
 
+/* A slot filled piece by piece (copy_shared_begin, copy_shared_piece, copy_shared_end): pieces below
+ * COPY_SHARED_MIN count as one copy of their total, by either method every piece lands where it should and
+ * the piece left out stays untouched; a run whose total is below COPY_SHARED_MIN counts for nothing. */
+static void check_shared_pieces(unsigned char *dst, const unsigned char *src)
+{
+    const size_t piece = 32u << 10, stride = 40u << 10;
+    const int count = 8, skip = 3;
+    for (int streamed = 0; streamed < 2; streamed++) {
+        copy_shared_t c = {.streamed = streamed, .next = 1000};
+        copy_shared_run_t run;
+        memset(dst, 0xab, (size_t)count * piece);
+        copy_shared_begin(&c, &run, piece * (count - 1));
+        for (int q = 0; q < count; q++)
+            if (q != skip) copy_shared_piece(&run, dst + (size_t)q * piece, src + (size_t)q * stride, piece);
+        copy_shared_end(&c, &run);
+        TEST_ASSERT(c.copies == 1 && c.recent[0] > 0 && c.streamed == streamed,
+                    "%d pieces of 32 KiB (streamed %d): one copy counted, got %u", count - 1, streamed, c.copies);
+        int wrong = 0;
+        for (int q = 0; q < count; q++)
+            for (size_t i = 0; i < piece; i++)
+                wrong += dst[(size_t)q * piece + i] != (q == skip ? 0xab : src[(size_t)q * stride + i]);
+        TEST_ASSERT(wrong == 0, "pieces (streamed %d): %d bytes wrong", streamed, wrong);
+    }
+    copy_shared_t c = {0};
+    copy_shared_run_t run;
+    copy_shared_begin(&c, &run, 2 * (16u << 10));
+    copy_shared_piece(&run, dst, src, 16u << 10);
+    copy_shared_piece(&run, dst + (16u << 10), src, 16u << 10);
+    copy_shared_end(&c, &run);
+    TEST_ASSERT(c.copies == 0 && c.next == 0, "a run of 32 KiB in all counted: %u copies", c.copies);
+}
+
 int main(void)
 {
     test_set_timeout(60);
@@ -118,7 +150,10 @@ int main(void)
     TEST_ASSERT(!copy_streams(2 * mib, 1 * mib), "below COPY_STREAM_MIN, whatever the cache");
 
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (__builtin_cpu_supports("avx2")) check_shared_choice(dst, src); /* elsewhere every copy is plain */
+    if (__builtin_cpu_supports("avx2")) { /* elsewhere every copy is plain */
+        check_shared_choice(dst, src);
+        check_shared_pieces(dst, src);
+    }
 #endif
     free(src);
     free(dst);
