@@ -12,9 +12,10 @@
  *
  * With --fit it also times every algorithm of every collective on this rank count, over a size sweep
  * (each algorithm in turn, repeated, medians), and writes each algorithm's efficiencies on this link: its
- * time over the model's price past the latencies, from 1 MiB, in cache and in memory (tune_fit_efficiency). With --rules it does
- * the same and writes the fastest as rules for this rank count and link, out of place. Rules an existing file holds for other rank counts or links are kept, so runs with
- * several rank counts build one file. So are its figures measured at other shares of the cores (ranks per
+ * time over the model's price past the latencies, from 1 MiB, in cache and in memory
+ * (tune_fit_efficiency). With --rules it does the same and writes the fastest as rules for this rank
+ * count and link, out of place. Rules an existing file holds for other rank counts or links are kept, so
+ * runs with several rank counts build one file. So are its figures measured at other shares of the cores (ranks per
  * core): the figures of this run replace those of its own share only, and a communicator uses the set of
  * the share nearest its own (chorusrun -n 2, -n 4 and -n 8 on 2 cores: shares 1, 2 and 4). Rank 0 writes
  * the file. docs/tuning.md.

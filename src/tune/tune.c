@@ -52,6 +52,13 @@ static int tune_cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The median of v[0..m) (the lower middle for an even m), sorting v. */
+static double tune_median_of(double *v, int m)
+{
+    qsort(v, (size_t)m, sizeof(double), tune_cmp_double);
+    return v[(m - 1) / 2];
+}
+
 void tune_params_median(tune_params_t *tp, const tune_params_t *runs, int k)
 {
     static const struct {
@@ -70,8 +77,7 @@ void tune_params_median(tune_params_t *tp, const tune_params_t *runs, int k)
         for (size_t j = 0; j < figures[f].count; j++) {
             double v[TUNE_MEDIAN_MAX];
             for (int i = 0; i < k; i++) v[i] = ((const double *)((const char *)&runs[i] + figures[f].offset))[j];
-            qsort(v, (size_t)k, sizeof(double), tune_cmp_double);
-            ((double *)((char *)tp + figures[f].offset))[j] = v[(k - 1) / 2];
+            ((double *)((char *)tp + figures[f].offset))[j] = tune_median_of(v, k);
         }
 }
 
@@ -226,18 +232,6 @@ void tune_predict_parts(const tune_params_t *tp, const tune_comm_t *tc, const al
                         double *latency_p, double *rest_p, double *memory_p)
 {
     predict_parts(tp, tc, d, n, 0, latency_p, rest_p, memory_p);
-}
-
-/* The median of v[0..m) (the lower middle for an even m, as tune_params_median's), sorting v. */
-static double tune_median_of(double *v, int m)
-{
-    for (int i = 1; i < m; i++)
-        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
-            double x = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = x;
-        }
-    return v[(m - 1) / 2];
 }
 
 void tune_fit_efficiency(const tune_params_t *tp, const tune_comm_t *tc, const algo_desc_t *d, const double *sizes,
@@ -529,8 +523,8 @@ static int tune_parse_line(tune_file_t *tf, char **w, int nw, int *version_p, ch
     }
     snprintf(err, errlen, "cannot read \"%s ...\" (expected alpha shm|tcp|arena T, beta shm|tcp|arena|copy|cma|"
              "cma-read cache|memory RATE, beta stream memory RATE, oneway shm|tcp cache|memory RATE, gamma cache|memory T, "
-             "cache SIZE, profile [cma|copy] SIZE RATE, efficiency COLL ALGO shm|tcp CACHE MEMORY, rule COLL ALGO [bounds], "
-             "machine, date)", w[0]);
+             "cache SIZE, profile [cma|copy] SIZE RATE, efficiency COLL ALGO shm|tcp CACHE MEMORY, "
+             "rule COLL ALGO [bounds], machine, date)", w[0]);
     return -1;
 }
 

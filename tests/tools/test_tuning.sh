@@ -227,9 +227,11 @@ done
 timeout 120 "$run" -n 2 "$tune" --fit --max-bytes 1M -o "$tmp/fit" > "$tmp/fit.out" 2>&1
 check "chorus-tune --fit on 2 ranks ran" "$?"
 grep '^# efficiency' "$tmp/fit.out"
-check "it wrote AllReduce efficiencies over shm and tcp, and no rules" "$(grep -q '^efficiency allreduce [a-z]* shm [0-9.e+-]* [0-9.e+-]*$' \
-    "$tmp/fit" && grep -q '^efficiency allreduce [a-z]* tcp [0-9.e+-]* [0-9.e+-]*$' "$tmp/fit" && ! grep -q '^rule' "$tmp/fit" &&
-    echo 0 || echo 1)"
+factor='[0-9.e+-]*'
+check "it wrote AllReduce efficiencies over shm and tcp, and no rules" \
+    "$(grep -q "^efficiency allreduce [a-z]* shm $factor $factor\$" "$tmp/fit" &&
+       grep -q "^efficiency allreduce [a-z]* tcp $factor $factor\$" "$tmp/fit" && ! grep -q '^rule' "$tmp/fit" &&
+       echo 0 || echo 1)"
 CHORUS_TUNING_FILE=$tmp/fit CHORUS_LOG_LEVEL=INFO CHORUS_LOG_SUBSYS=TUNING timeout 60 "$run" -n 2 "$perf" allreduce \
     -b 1M -e 1M -n 2 -w 1 > "$tmp/fit_perf.out" 2>&1
 check "a communicator under the fitted file ran, checked, and logged its efficiencies" \
