@@ -217,8 +217,12 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * does not ask (single_copy_saves). On an AMD EPYC machine it had taken
  * 1.08 to 1.33 times the direct one's time from 4 MiB (docs/tuning.md, "A fifth machine"), and there
  * later, alternating 3 runs each, 2.1, 1.13 and 1.40 times at 256 KiB, 2 and 16 MiB (medians): which
- * of the two wins is the machine's, and the rule leaves it to the model; from 64 MiB it takes single
- * copy, where the direct one also runs in a mode twice as slow on that machine (docs/algorithms.md). The
+ * of the two wins is the machine's, and the rule leaves it to the model. From 64 MiB it took single copy,
+ * where the direct one ran in a mode twice as slow on that machine; most of that mode was its slot copies
+ * taking plain stores (docs/design.md, Copies), and since they time themselves the direct one took 38 to
+ * 55 ms at 64 MiB where single copy took 44 to 66 and Open MPI 44 to 56 (8 alternating rounds; the model
+ * without a tuning file prices single copy lower there), so from 64 MiB it is direct, and single copy from
+ * 256 MiB, where the three were level (137 to 209 ms; docs/algorithms.md). The
  * single-copy ReduceScatter (medians of 3 alternating runs against the direct one, out of place / in place): on 2 ranks
  * 0.80 / 0.85 at 16 KiB and 0.51 to 0.89 / 0.35 to 0.49 from 64 KiB to 16 MiB, level out of place from 64
  * MiB (0.65 to 0.69 in place); on 3 and 4 ranks 0.96 to 0.98 / 0.57 to 0.85 at 1 MiB, 0.80 to 0.93 /
@@ -348,7 +352,8 @@ static const struct algo_rule {
     RULE(COLL_ALLTOALL, "cma", .max_ranks = 2, .min_bytes = 64 << 10, .in_place = -1, .single_copy_saves = 1),
     RULE(COLL_ALLTOALL, "cma", .min_ranks = 3, .max_ranks = 4, .min_bytes = 256 << 10, .max_bytes = 8 << 20,
          .in_place = -1),
-    RULE(COLL_ALLTOALL, "cma", .min_ranks = 8, .min_bytes = 64 << 20, .in_place = -1),
+    RULE(COLL_ALLTOALL, "cma", .min_ranks = 8, .min_bytes = 256 << 20, .in_place = -1),
+    RULE(COLL_ALLTOALL, "direct", .min_ranks = 8, .min_bytes = 64 << 20, .in_place = -1),
     RULE(COLL_ALLTOALL, "direct,cma", .min_ranks = 8, .min_bytes = 256 << 10, .in_place = -1),
     RULE(COLL_ALLTOALL, "direct", .in_place = 1),
     RULE(COLL_ALLTOALL, "direct,pairwise,cma", .max_ranks = 2, .min_bytes = 128 << 10),
