@@ -11,9 +11,9 @@
  * second one (CHORUS_TRANSPORT=tcp); across hosts, TCP between rank 0 and the first rank on another host.
  *
  * With --fit it also times every algorithm of every collective on this rank count, over a size sweep
- * (each algorithm in turn, repeated, medians), and writes each algorithm's efficiencies on this link: its
- * time over the model's price past the latencies, from 1 MiB, in cache and in memory
- * (tune_fit_efficiency). With --rules it does the same and writes the fastest as rules for this rank
+ * from 1 MiB (each algorithm in turn, repeated, medians), and writes each algorithm's efficiencies on this
+ * link: its time over the model's price past the latencies, in cache and in memory (tune_fit_efficiency).
+ * With --rules it does the same over a sweep from 1 KiB and writes the fastest as rules for this rank
  * count and link, out of place. Rules an existing file holds for other rank counts or links are kept, so
  * runs with several rank counts build one file. So are its figures measured at other shares of the cores (ranks per
  * core): the figures of this run replace those of its own share only, and a communicator uses the set of
@@ -47,7 +47,8 @@ static int fail(chorus_comm_t comm, const char *what, chorus_result_t res)
     return 1;
 }
 
-/* The rule sweep: whole-buffer sizes from TUNE_SWEEP_MIN to the --max-bytes, by a factor of 4. */
+/* The sweep: whole-buffer sizes from TUNE_SWEEP_MIN (--fit alone: from TUNE_FIT_FROM, the sizes it fits
+ * from) to the --max-bytes, by a factor of 4. */
 #define TUNE_SWEEP_MIN 1024.0
 #define TUNE_SWEEP_MAX_SIZES 24
 #define TUNE_REPS 5           /* each algorithm's time at a size: the median of this many turns */
@@ -61,6 +62,7 @@ typedef struct sweep {
     int rank, nranks;
     void *send, *recv;
     tune_params_t *tp; /* the figures the efficiencies are fitted against, and where they go */
+    double from;       /* the sweep's first size */
 } sweep_t;
 
 /* One out-of-place call moving n bytes in all, float32 (sum where it reduces), as algo_shape_t counts. */
@@ -129,7 +131,7 @@ static chorus_result_t sweep_collective(const sweep_t *s, coll_kind_t coll, doub
     double took[64][TUNE_SWEEP_MAX_SIZES] = {{0}}; /* per algorithm and size: the median, 0 where dropped */
     int iters[64];
     chorus_result_t res = CHORUS_SUCCESS;
-    for (double n = TUNE_SWEEP_MIN; res == CHORUS_SUCCESS && n <= max_bytes && out->nsizes < TUNE_SWEEP_MAX_SIZES;
+    for (double n = s->from; res == CHORUS_SUCCESS && n <= max_bytes && out->nsizes < TUNE_SWEEP_MAX_SIZES;
          n *= 4) {
         double t[64][TUNE_REPS];
         for (int rep = 0; res == CHORUS_SUCCESS && rep < TUNE_REPS; rep++)
@@ -225,7 +227,7 @@ static int add_rules(tune_file_t *tf, coll_kind_t coll, int nranks, tune_link_t 
  * rank count and link into tf too (rank 0's counts). */
 static chorus_result_t sweep_all(chorus_comm_t comm, tune_link_t link, double max_bytes, tune_file_t *tf, int rules)
 {
-    sweep_t s = {.comm = comm, .tp = &tf->params};
+    sweep_t s = {.comm = comm, .tp = &tf->params, .from = rules ? TUNE_SWEEP_MIN : TUNE_FIT_FROM};
     chorus_comm_rank(comm, &s.rank);
     chorus_comm_size(comm, &s.nranks);
     s.send = tune_alloc((size_t)max_bytes);
@@ -349,10 +351,10 @@ int main(int argc, char **argv)
                     "  --spread S         spread the passes' starts over S seconds, up to 3600 (default 0: back to\n"
                     "                     back); on a shared machine whose speed moves for minutes at a time, a\n"
                     "                     file from passes minutes apart is less the one phase it was measured in\n"
-                    "  --fit              also time every algorithm of every collective on N ranks, 1K to SIZE\n"
+                    "  --fit              also time every algorithm of every collective on N ranks, 1M to SIZE\n"
                     "                     bytes, and write each one's efficiency: its time over the model's price\n"
-                    "                     past the latencies, from 1M (a minute or more)\n"
-                    "  --rules            --fit, and write the fastest at each size as rules\n"
+                    "                     past the latencies (a minute or so)\n"
+                    "  --rules            --fit from 1K, and write the fastest at each size as rules\n"
                     "  --max-bytes SIZE   the sweep's largest size, at least 1K (default 64M)\n",
                     out, TUNE_MEDIAN_MAX, TUNE_PASSES);
             if (strcmp(argv[i], "-h") != 0)

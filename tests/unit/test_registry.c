@@ -653,6 +653,49 @@ static void check_derive_arena(void)
                 "not tell", medians_only, want);
 }
 
+/* Efficiencies: calls that took latency + 1.5 rest where mostly in cache and latency + 0.8 rest where
+ * mostly in memory fit 1.5 and 0.8 (sizes below TUNE_FIT_FROM and latency-bound ones left out); with them
+ * the prediction scales the rest by the blend of the two at the call's memory share, on that link only. */
+static void check_fit(void)
+{
+    static tune_state_t ts;
+    state_for(&ts, 2, 1, 2);
+    size_t n, k = 0;
+    const algo_desc_t *t = algo_registry(&n);
+    while (k < n && !(t[k].coll == COLL_ALLREDUCE && strcmp(t[k].name, "ring") == 0)) k++;
+    TEST_ASSERT(k < n, "no ring allreduce");
+    if (k == n) return;
+    tune_params_t *tp = &ts.file.params;
+    double sizes[8], times[8], lat, rest, f;
+    int m = 0, regimes[2] = {0};
+    for (double b = 16 << 10; b <= 1024.0 * (1 << 20); b *= 4, m++) {
+        tune_predict_parts(tp, &ts.comm, &t[k], b, &lat, &rest, &f);
+        sizes[m] = b;
+        times[m] = b < TUNE_FIT_FROM ? 100 * (lat + rest) : lat + (f < 0.5 ? 1.5 : 0.8) * rest;
+        if (b >= TUNE_FIT_FROM) regimes[f >= 0.5]++;
+    }
+    TEST_ASSERT(regimes[0] > 0 && regimes[1] > 0, "sizes in both regimes: %d in cache, %d in memory", regimes[0],
+                regimes[1]);
+    double e[TUNE_REGIMES];
+    tune_fit_efficiency(tp, &ts.comm, &t[k], sizes, times, m, e);
+    TEST_ASSERT(fabs(e[TUNE_CACHE] - 1.5) < 1e-9 && fabs(e[TUNE_MEMORY] - 0.8) < 1e-9, "fitted %g and %g",
+                e[TUNE_CACHE], e[TUNE_MEMORY]);
+    tune_fit_efficiency(tp, &ts.comm, &t[k], sizes, times, 2, e); /* 16 and 64 KiB only */
+    TEST_ASSERT(e[TUNE_CACHE] == 0 && e[TUNE_MEMORY] == 0, "nothing to fit from: %g, %g", e[TUNE_CACHE],
+                e[TUNE_MEMORY]);
+    double b = 256.0 * (1 << 20), before = tune_predict(tp, &ts.comm, &t[k], b);
+    tune_predict_parts(tp, &ts.comm, &t[k], b, &lat, &rest, &f);
+    tp->efficiency[TUNE_LINK_SHM][k][TUNE_CACHE] = 1.5;
+    tp->efficiency[TUNE_LINK_SHM][k][TUNE_MEMORY] = 0.8;
+    double after = tune_predict(tp, &ts.comm, &t[k], b), want = lat + ((1 - f) * 1.5 + f * 0.8) * rest;
+    TEST_ASSERT(fabs(before - (lat + rest)) < 1e-9 * before && fabs(after / want - 1) < 1e-9,
+                "priced %g, then %g with the efficiencies (want %g)", before, after, want);
+    ts.comm.net = TUNE_LINK_TCP;
+    double tcp_before = tune_predict(tp, &ts.comm, &t[k], b);
+    tp->efficiency[TUNE_LINK_SHM][k][TUNE_CACHE] = tp->efficiency[TUNE_LINK_SHM][k][TUNE_MEMORY] = 0;
+    TEST_ASSERT(tune_predict(tp, &ts.comm, &t[k], b) == tcp_before, "the shm efficiencies moved a TCP price");
+}
+
 /* A communicator's repeated calls: tune_select_again gives what tune_select would for each call, as the
  * collective, size and layout change and repeat (a stale memo would keep an earlier call's algorithm). */
 static void check_select_again(void)
@@ -955,6 +998,7 @@ int main(void)
     check_errors();
     check_params_median();
     check_derive_arena();
+    check_fit();
     check_select_again();
     check_watch();
     check_watch_close();
