@@ -666,9 +666,9 @@ static void check_fit(void)
     TEST_ASSERT(k < n, "no ring allreduce");
     if (k == n) return;
     tune_params_t *tp = &ts.file.params;
-    double sizes[8], times[8], lat, rest, f;
+    double sizes[9], times[9], lat, rest, f; /* 16 KiB to 1 GiB */
     int m = 0, regimes[2] = {0};
-    for (double b = 16 << 10; b <= 1024.0 * (1 << 20); b *= 4, m++) {
+    for (double b = 16 << 10; b <= 1024.0 * (1 << 20) && m < 9; b *= 4, m++) {
         tune_predict_parts(tp, &ts.comm, &t[k], b, &lat, &rest, &f);
         sizes[m] = b;
         times[m] = b < TUNE_FIT_FROM ? 100 * (lat + rest) : lat + (f < 0.5 ? 1.5 : 0.8) * rest;
