@@ -224,7 +224,7 @@ done
 # --fit: every algorithm timed at 1 MiB (its sweep starts there, where the bytes' terms dominate), each
 # one's efficiency written per link, no rules; the model multiplies those terms by it, and the init says
 # which it uses.
-timeout 120 "$run" -n 2 "$tune" --fit --max-bytes 1M -o "$tmp/fit" > "$tmp/fit.out" 2>&1
+timeout 120 "$run" -n 2 "$tune" --fit --passes 1 --max-bytes 1M -o "$tmp/fit" > "$tmp/fit.out" 2>&1
 check "chorus-tune --fit on 2 ranks ran" "$?"
 grep '^# efficiency' "$tmp/fit.out"
 factor='[0-9.e+-]*'
