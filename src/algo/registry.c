@@ -169,8 +169,13 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * runs put the single-copy AllToAll at 0.56, 0.72, 0.78 and 0.76 of the direct one's time at 256 KiB, 1,
  * 4 and 8 MiB, and at 1.07 to 1.27 at 16 MiB (medians of 5 alternating runs; the direct one streams its
  * output from 4 MiB), and earlier runs on 4 ranks at 0.5 to 0.8 of the direct and pairwise ones' time
- * (three bench/model-check runs). So 3 and 4 ranks take it out of place from 256 KiB to 8 MiB without
- * asking; above, direct (see above). On 2 ranks the same test takes the single-copy Broadcast, AllGather
+ * (three bench/model-check runs). So 3 and 4 ranks took it out of place from 256 KiB to 8 MiB without
+ * asking; but on the AMD machine, where single copy passes neither test (below), the direct one took 0.35
+ * to 0.65 of its time on 4 ranks at 256 KiB and 1 MiB and 0.6 to 0.85 at 4 MiB (4 alternating rounds of
+ * 50 calls, Open MPI level with single copy or behind), and on 3 ranks 0.6 to 0.8 at 192 and 768 KiB and
+ * 12 MiB (level at 3 MiB): so they take it where single copy saves a copy (which the calibration found
+ * in every init on the Xeon, above), and direct elsewhere (the model prices it lower there too); above
+ * 8 MiB, direct (see above). On 2 ranks the same test takes the single-copy Broadcast, AllGather
  * and AllToAll from 64 KiB (and the AllReduce, see below): it is what the direct ones spend
  * per byte (a copy into a slot and a read out of it, against one read), where whether single-copy reads
  * outrun the arena's is a close call that noise at init decides either way (on a Xeon virtual machine 2
@@ -351,7 +356,7 @@ static const struct algo_rule {
     RULE(COLL_ALLTOALL, "cma", .max_ranks = 2, .min_bytes = 16 << 10, .in_place = -1, .single_copy_fast = 1),
     RULE(COLL_ALLTOALL, "cma", .max_ranks = 2, .min_bytes = 64 << 10, .in_place = -1, .single_copy_saves = 1),
     RULE(COLL_ALLTOALL, "cma", .min_ranks = 3, .max_ranks = 4, .min_bytes = 256 << 10, .max_bytes = 8 << 20,
-         .in_place = -1),
+         .in_place = -1, .single_copy_saves = 1),
     RULE(COLL_ALLTOALL, "cma", .min_ranks = 8, .min_bytes = 256 << 20, .in_place = -1),
     RULE(COLL_ALLTOALL, "direct", .min_ranks = 8, .min_bytes = 64 << 20, .in_place = -1),
     RULE(COLL_ALLTOALL, "direct,cma", .min_ranks = 8, .min_bytes = 256 << 10, .in_place = -1),

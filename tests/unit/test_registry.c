@@ -353,10 +353,10 @@ static void check_restrictions(void)
  * 16 KiB (AllReduce from 32 KiB, Reduce from 64 KiB); elsewhere the rules stay as they were. Where they
  * beat a copy and an arena read together, 2 ranks take the single-copy Broadcast, AllGather, AllToAll,
  * ReduceScatter and AllReduce from 64 KiB, 3 and 4 ranks the AllGather from 512 KiB to 16 MiB, the
- * AllReduce from 256 KiB, the ReduceScatter from 1 MiB and the Reduce from 1 to 16 MiB, 4 ranks the
- * Broadcast from 256 KiB to 8 MiB (3 and 4 ranks take the single-copy AllToAll from 256 KiB to 8 MiB
- * either way, 8 ranks the AllToAll from 256 KiB and the ReduceScatter from 256 KiB to 4 MiB). The cases
- * below say which, with the exceptions (place, the two-shot AllReduce from 32 MiB). */
+ * AllReduce from 256 KiB, the ReduceScatter from 1 MiB, the Reduce from 1 to 16 MiB and the AllToAll from
+ * 256 KiB to 8 MiB out of place, 4 ranks the Broadcast from 256 KiB to 8 MiB (8 ranks leave the AllToAll
+ * from 256 KiB to the model either way, and take the single-copy ReduceScatter from 256 KiB to 4 MiB).
+ * The cases below say which, with the exceptions (place, the two-shot AllReduce from 32 MiB). */
 static void check_single_copy_fast(void)
 {
     algo_config_t cfg;
@@ -421,12 +421,14 @@ static void check_single_copy_fast(void)
         {COLL_ALLTOALL, 8 << 10, 2, 1, 1, {"direct", "direct", "direct"}, "alltoall 16 KiB in place"},
         {COLL_ALLTOALL, 8 << 10, 2, 1, 0, {"direct", "cma", "direct"}, "alltoall 16 KiB"},
         {COLL_ALLTOALL, 2 << 10, 2, 1, 0, {"direct", "direct", "direct"}, "alltoall 4 KiB"},
-        /* 3 and 4 ranks: the single-copy AllToAll from 256 KiB out of place wherever it saves the direct
-         * one's copy, fast or not (the rank counts, sizes and places around it keep their rules). */
-        {COLL_ALLTOALL, 64 << 10, 4, 1, 0, {"cma", "cma", "cma"}, "alltoall 256 KiB, 4 ranks"},
-        {COLL_ALLTOALL, 1 << 20, 4, 1, 0, {"cma", "cma", "cma"}, "alltoall 4 MiB, 4 ranks"},
-        {COLL_ALLTOALL, 2 << 20, 4, 1, 0, {"cma", "cma", "cma"}, "alltoall 8 MiB, 4 ranks"},
-        {COLL_ALLTOALL, 128 << 10, 3, 1, 0, {"cma", "cma", "cma"}, "alltoall 384 KiB, 3 ranks"},
+        /* 3 and 4 ranks: the single-copy AllToAll from 256 KiB to 8 MiB out of place wherever it saves the
+         * direct one's copy, fast or not, and direct where it does not (the built-in figures); the rank
+         * counts, sizes and places around it keep their rules. */
+        {COLL_ALLTOALL, 64 << 10, 4, 1, 0, {"direct", "cma", "cma"}, "alltoall 256 KiB, 4 ranks"},
+        {COLL_ALLTOALL, 1 << 20, 4, 1, 0, {"direct", "cma", "cma"}, "alltoall 4 MiB, 4 ranks"},
+        {COLL_ALLTOALL, 2 << 20, 4, 1, 0, {"direct", "cma", "cma"}, "alltoall 8 MiB, 4 ranks"},
+        {COLL_ALLTOALL, 4 << 20, 4, 1, 0, {"direct", "direct", "direct"}, "alltoall 16 MiB, 4 ranks"},
+        {COLL_ALLTOALL, 128 << 10, 3, 1, 0, {"direct", "cma", "cma"}, "alltoall 384 KiB, 3 ranks"},
         {COLL_ALLTOALL, 16 << 10, 4, 1, 0, {"direct", "direct", "direct"}, "alltoall 64 KiB, 4 ranks"},
         {COLL_ALLTOALL, 1 << 20, 4, 1, 1, {"direct", "direct", "direct"}, "alltoall 4 MiB in place, 4 ranks"},
         /* 3 and 4 ranks: the single-copy AllGather from 512 KiB to 16 MiB where it saves the direct one's
