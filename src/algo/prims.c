@@ -22,19 +22,27 @@ void prims_copy_out(const prims_t *p, void *dst, const void *src, size_t n, size
     copy_out_part(dst, src, n, prims_stream_whole(p, whole));
 }
 
-void prims_copy_slot(prims_t *p, void *slot, const void *src, size_t n) { copy_shared(&p->slot_copy, slot, src, n); }
+void prims_copy_slot(prims_t *p, void *slot, const void *src, size_t n)
+{
+    copy_shared(&p->slot_copy[copy_shared_class(n)], slot, src, n);
+}
 
 void prims_copy_slot_pieces(prims_t *p, char *slot, const char *src, size_t stride, size_t piece, int count,
                             int skip)
 {
+    size_t total = piece * (size_t)(count - (skip >= 0 && skip < count));
+    copy_shared_t *c = &p->slot_copy[copy_shared_class(total)];
     copy_shared_run_t run;
-    copy_shared_begin(&p->slot_copy, &run, piece * (size_t)(count - (skip >= 0 && skip < count)));
+    copy_shared_begin(c, &run, total);
     for (int q = 0; q < count; q++)
         if (q != skip) copy_shared_piece(&run, slot + (size_t)q * piece, src + (size_t)q * stride, piece);
-    copy_shared_end(&p->slot_copy, &run);
+    copy_shared_end(c, &run);
 }
 
-int prims_slot_streams(const prims_t *p, size_t n) { return copy_shared_streams(&p->slot_copy, n); }
+int prims_slot_streams(const prims_t *p, size_t n)
+{
+    return copy_shared_streams(&p->slot_copy[copy_shared_class(n)], n);
+}
 
 chorus_result_t prims_scratch(prims_t *p, int slot, size_t bytes, void **buf_p)
 {

@@ -68,7 +68,8 @@ struct prims {
     uint32_t *direct_seen;     /* by rank: the last phase seen published and fingerprint-checked */
     uint32_t *direct_known;    /* by rank: a phase it has published (not checked: prims_direct_begin_inline) */
     int single_copy;           /* every rank can read every other's memory (process_vm_readv) */
-    copy_shared_t slot_copy;   /* how this rank's copies into its slots went lately (prims_copy_slot) */
+    copy_shared_t slot_copy[COPY_SHARED_CLASSES]; /* how this rank's copies into its slots went lately, per
+                                                   * size class (prims_copy_slot) */
     uint8_t arena_probe[SHM_ARENA_TOKEN_BYTES]; /* the arena's token, read by peers to prove single copy */
     /* Scratch, grown on demand, freed with the communicator. */
     void *scratch[2];

@@ -13,6 +13,7 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+#include <x86intrin.h>
 
 /* n >= 64. Unaligned loads, stores aligned to 32 bytes; the first and last 32 bytes are loaded before
  * anything is stored and written unaligned, which covers the ragged ends. */
@@ -54,12 +55,13 @@ __attribute__((target("avx2"))) static inline void stream_row(char *d, const cha
     _mm256_stream_si256((__m256i *)(d + 96), e);
 }
 
-/* n >= COPY_PIECE_STREAM_MIN. The head up to d's next page and the ragged tail go through memcpy; in between,
- * each step takes one row from each of four consecutive pages, as glibc's large copy does, so the
- * hardware prefetchers see four streams and the stores fill four pages' write-combining buffers. */
+/* n >= COPY_SHARED_MIN. The head up to d's next page (up to its next line where n spans less than 8 pages)
+ * and the ragged tail go through memcpy; in between, each step takes one row from each of four
+ * consecutive pages, as glibc's large copy does, so the hardware prefetchers see four streams and the
+ * stores fill four pages' write-combining buffers. */
 __attribute__((target("avx2"))) static void copy_stream(char *d, const char *s, size_t n)
 {
-    size_t head = (COPY_PAGE - ((uintptr_t)d & (COPY_PAGE - 1))) & (COPY_PAGE - 1);
+    size_t align = n >= 8 * COPY_PAGE ? COPY_PAGE : 64, head = (align - ((uintptr_t)d & (align - 1))) & (align - 1);
     memcpy(d, s, head);
     d += head;
     s += head;
@@ -100,12 +102,12 @@ void copy_shared_begin(copy_shared_t *c, copy_shared_run_t *r, size_t n)
     int full = c->copies >= COPY_SHARED_RECENT; /* recent holds only copies since the last comparison */
     r->trial = c->copies >= c->next || (full && best > 2 * c->at_choice);
     r->streamed = r->trial ? !c->streamed : c->streamed;
-    r->t0 = time_now_ns();
+    r->t0 = (int64_t)__rdtsc();
 }
 
 void copy_shared_piece(const copy_shared_run_t *r, void *dst, const void *src, size_t n)
 {
-    if (r->streamed && n >= COPY_PIECE_STREAM_MIN)
+    if (r->streamed && n >= COPY_SHARED_MIN)
         copy_stream(dst, src, n);
     else
         copy_bytes(dst, src, n);
@@ -114,7 +116,7 @@ void copy_shared_piece(const copy_shared_run_t *r, void *dst, const void *src, s
 void copy_shared_end(copy_shared_t *c, const copy_shared_run_t *r)
 {
     if (!r->timed) return;
-    double x = (double)(time_now_ns() - r->t0) / (double)r->n, best = copy_shared_best(c);
+    double x = (double)((int64_t)__rdtsc() - r->t0) / (double)r->n, best = copy_shared_best(c);
     if (!r->trial) {
         c->recent[c->copies++ % COPY_SHARED_RECENT] = x;
         if (c->copies == COPY_SHARED_RECENT) c->at_choice = copy_shared_best(c);

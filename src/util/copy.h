@@ -79,8 +79,11 @@ void copy_out_part(void *dst, const void *src, size_t n, size_t whole);
  * 1 MiB into a slot the peer had just read took 430 us with plain stores against 22 otherwise, while
  * non-temporal stores took 37 (and 73 otherwise; the reader's copy out took 41 either way in the slow
  * stretches, 22 after plain stores and 52 after streamed ones in the others). Neither is right in both, and
- * nothing but the times tells them apart, so the writer times its copies of COPY_SHARED_MIN and up, in
- * nanoseconds per byte, and keeps the method that ran faster lately. A copy preempted by another rank on
+ * nothing but the times tells them apart, so the writer times its copies of COPY_SHARED_MIN and up and
+ * keeps the method that ran faster lately, one choice per size class (copy_shared_class: a small copy's
+ * clock reads weigh more per byte). It counts time stamp counter ticks per byte: streaming needs x86-64
+ * with AVX2, whose counters run at one constant rate, and a read takes 10 ns where clock_gettime takes
+ * 23 (AMD EPYC virtual machine). A copy preempted by another rank on
  * the core only looks slow, so the chosen method counts by the best of its last COPY_SHARED_RECENT copies.
  * The other method is tried once after COPY_SHARED_TRY_MIN copies, then after twice as many each time the
  * choice holds (up to COPY_SHARED_TRY_MAX), and at once where even the best of the chosen one's recent
@@ -90,26 +93,38 @@ void copy_out_part(void *dst, const void *src, size_t n, size_t whole);
  * us for 1 MiB out of memory against 22 out of the writer's cache in the fast stretches): there, streamed
  * copies of 128 KiB took 0.37 to 0.59 of the time of plain ones into lines still in the reader's L2, yet
  * streaming made the 2-rank direct AllGather of 512 KiB 1.6 times as long. docs/design.md, Copies. */
-#define COPY_SHARED_MIN (64u << 10)
+#define COPY_SHARED_MIN (4u << 10)
 #define COPY_SHARED_STREAM_WIN 0.25
 #define COPY_SHARED_RECENT 4
 #define COPY_SHARED_TRY_MIN 16
 #define COPY_SHARED_TRY_MAX 1024
 typedef struct copy_shared {
-    double recent[COPY_SHARED_RECENT]; /* the chosen method's last copies, ns per byte (0: none yet) */
+    double recent[COPY_SHARED_RECENT]; /* the chosen method's last copies, ticks per byte (0: none yet) */
     double at_choice; /* the chosen method's recent best when the two were last compared */
     unsigned copies;  /* copies by the chosen method since the last comparison */
     unsigned next;    /* the copy at which the other method is tried (0: not begun) */
     int streamed;     /* the method chosen: plain (0) or non-temporal (1) stores */
 } copy_shared_t;
 
-/* copy_bytes(dst, src, n) into memory another core reads next, by the method c found faster lately. */
+/* The size classes that keep a choice each: from COPY_SHARED_MIN, by factors of 4 (4-16 KiB, 16-64 KiB, ...,
+ * 1 MiB and up). A page and up: in the slow stretches plain stores of 4 to 64 KiB into slots lost as large
+ * ones did (docs/design.md, Copies). */
+#define COPY_SHARED_CLASSES 5
+static inline int copy_shared_class(size_t n)
+{
+    int k = 0;
+    while (k < COPY_SHARED_CLASSES - 1 && n >= (size_t)COPY_SHARED_MIN << (2 * (k + 1))) k++;
+    return k;
+}
+
+/* copy_bytes(dst, src, n) into memory another core reads next, by the method c found faster lately (c: the
+ * state of n's class). */
 void copy_shared(copy_shared_t *c, void *dst, const void *src, size_t n);
 /* The same for a slot filled by several copies (an AllToAll's pieces, one per peer, each smaller than
  * COPY_SHARED_MIN where the ranks are many): copy_shared_begin with their total, copy_shared_piece for each,
  * copy_shared_end; the method is chosen and timed for the whole, as one copy of the total would be. */
 typedef struct copy_shared_run {
-    int64_t t0;   /* when it began, ns */
+    int64_t t0;   /* when it began: the time stamp counter */
     size_t n;     /* the total */
     int timed;    /* the total is COPY_SHARED_MIN or more (and the processor can stream): chosen and timed */
     int streamed; /* the method of this run */

@@ -19,6 +19,14 @@ static void copy_piece(void *dst, const void *src, size_t n) { copy_out_part(dst
 static copy_shared_t shared_state;
 static void copy_into_shared(void *dst, const void *src, size_t n) { copy_shared(&shared_state, dst, src, n); }
 
+/* The same where streaming is the choice: every copy from COPY_SHARED_MIN streams (a page and up, a
+ * destination anywhere in its page). */
+static void copy_into_shared_streamed(void *dst, const void *src, size_t n)
+{
+    copy_shared_t c = {.streamed = 1, .next = 1000};
+    copy_shared(&c, dst, src, n);
+}
+
 /* src holds a pattern written once (main): no two neighbouring bytes alike, nor two pages, so a copy from
  * the wrong offset differs. */
 static int check_one(copy_fn *copy, size_t n, size_t soff, size_t doff, const unsigned char *src, unsigned char *dst)
@@ -99,11 +107,19 @@ static void check_shared_pieces(unsigned char *dst, const unsigned char *src)
     }
     copy_shared_t c = {0};
     copy_shared_run_t run;
-    copy_shared_begin(&c, &run, 2 * (16u << 10));
-    copy_shared_piece(&run, dst, src, 16u << 10);
-    copy_shared_piece(&run, dst + (16u << 10), src, 16u << 10);
+    const size_t half = COPY_SHARED_MIN / 2 - 1;
+    copy_shared_begin(&c, &run, 2 * half);
+    copy_shared_piece(&run, dst, src, half);
+    copy_shared_piece(&run, dst + half, src, half);
     copy_shared_end(&c, &run);
-    TEST_ASSERT(c.copies == 0 && c.next == 0, "a run of 32 KiB in all counted: %u copies", c.copies);
+    TEST_ASSERT(c.copies == 0 && c.next == 0, "a run below COPY_SHARED_MIN in all counted: %u copies", c.copies);
+    /* Each size class keeps its own choice: from COPY_SHARED_MIN by factors of 4, the last open-ended. */
+    TEST_ASSERT(copy_shared_class(COPY_SHARED_MIN) == 0 && copy_shared_class(4 * COPY_SHARED_MIN - 1) == 0 &&
+                    copy_shared_class(4 * COPY_SHARED_MIN) == 1 && copy_shared_class(64u << 10) == 2 &&
+                    copy_shared_class((1u << 20) - 1) == COPY_SHARED_CLASSES - 2 &&
+                    copy_shared_class(1u << 20) == COPY_SHARED_CLASSES - 1 &&
+                    copy_shared_class((size_t)1 << 40) == COPY_SHARED_CLASSES - 1,
+                "copy_shared_class: 4 KiB to 16 KiB, ..., 1 MiB and up");
 }
 
 int main(void)
@@ -116,12 +132,13 @@ int main(void)
     for (size_t i = 0; i < max + 128; i++) src[i] = (unsigned char)(i * 131u + (i >> 12) * 7u + 1u);
     static const size_t sizes[] = {0, 1, 31, 32, 63, 64, 4095, 4096, 4097, 4127, 4159, 65536, 65537, 262144 + 77,
                                    COPY_PIECE_STREAM_MIN - 1, COPY_PIECE_STREAM_MIN, COPY_PIECE_STREAM_MIN + 4096 + 3,
+                                   8 * 4096 - 1, 8 * 4096, 8 * 4096 + 5,
                                    (1u << 20) - 1, 1u << 20, (1u << 20) + 1, (4u << 20) - 1, 4u << 20,
                                    (4u << 20) + 1, (4u << 20) + 4 * 4096 + 77, (4u << 20) + 5 * 4096};
     int bad = 0;
-    copy_fn *const copies[] = {copy_bytes, copy_out, copy_piece, copy_into_shared};
-    const char *const names[] = {"copy_bytes", "copy_out", "copy_out_part", "copy_shared"};
-    for (int c = 0; c < 4; c++) {
+    copy_fn *const copies[] = {copy_bytes, copy_out, copy_piece, copy_into_shared, copy_into_shared_streamed};
+    const char *const names[] = {"copy_bytes", "copy_out", "copy_out_part", "copy_shared", "copy_shared streamed"};
+    for (int c = 0; c < 5; c++) {
         for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
             for (size_t soff = 0; soff < 64; soff += (sizes[k] > 100000 ? 13 : 1))
                 for (size_t doff = 0; doff < 64; doff += (sizes[k] > 100000 ? 17 : 3))
