@@ -226,8 +226,11 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * where the direct one ran in a mode twice as slow on that machine; most of that mode was its slot copies
  * taking plain stores (docs/design.md, Copies), and since they time themselves the direct one took 38 to
  * 55 ms at 64 MiB where single copy took 44 to 66 and Open MPI 44 to 56 (8 alternating rounds; the model
- * without a tuning file prices single copy lower there), so from 64 MiB it is direct, and single copy from
- * 256 MiB, where the three were level (137 to 209 ms; docs/algorithms.md). The
+ * without a tuning file prices single copy lower there), so from 64 MiB it is direct. At 256 MiB the three
+ * were level (137 to 209 ms) and the rule took single copy there, until with the slot copies timed from 4
+ * KiB the direct one took 150-159 ms in 4 alternating rounds in fast stretches against single copy's
+ * 161-171 and Open MPI's 164-183 (in slow ones 152 and 174 against 146 and 164, Open MPI 142 and 151):
+ * direct there too (docs/algorithms.md). The
  * single-copy ReduceScatter (medians of 3 alternating runs against the direct one, out of place / in place): on 2 ranks
  * 0.80 / 0.85 at 16 KiB and 0.51 to 0.89 / 0.35 to 0.49 from 64 KiB to 16 MiB, level out of place from 64
  * MiB (0.65 to 0.69 in place); on 3 and 4 ranks 0.96 to 0.98 / 0.57 to 0.85 at 1 MiB, 0.80 to 0.93 /
@@ -357,7 +360,6 @@ static const struct algo_rule {
     RULE(COLL_ALLTOALL, "cma", .max_ranks = 2, .min_bytes = 64 << 10, .in_place = -1, .single_copy_saves = 1),
     RULE(COLL_ALLTOALL, "cma", .min_ranks = 3, .max_ranks = 4, .min_bytes = 256 << 10, .max_bytes = 8 << 20,
          .in_place = -1, .single_copy_saves = 1),
-    RULE(COLL_ALLTOALL, "cma", .min_ranks = 8, .min_bytes = 256 << 20, .in_place = -1),
     RULE(COLL_ALLTOALL, "direct", .min_ranks = 8, .min_bytes = 64 << 20, .in_place = -1),
     RULE(COLL_ALLTOALL, "direct,cma", .min_ranks = 8, .min_bytes = 256 << 10, .in_place = -1),
     RULE(COLL_ALLTOALL, "direct", .in_place = 1),
