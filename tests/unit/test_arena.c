@@ -80,8 +80,8 @@ static int child(const char *name, const uint8_t token[SHM_ARENA_TOKEN_BYTES], i
     return bad;
 }
 
-/* CHORUS_SHM_SLOT_SIZE=auto: the L2, within 256K..4M, the arena's slots in all kept to 16M; 256K where
- * ranks outnumber the cores more than twice over (0 cores: not known, no such bound). */
+/* CHORUS_SHM_SLOT_SIZE=auto: the L2, within 256K..4M, the arena's slots in all kept to 16M; at most 512K
+ * where ranks outnumber the cores more than twice over (0 cores: not known, no such bound). */
 static void check_auto_slot(void)
 {
     const size_t K = 1024, M = K * K;
@@ -92,8 +92,9 @@ static void check_auto_slot(void)
     } cases[] = {{M, 2, 2, M},           {M, 8, 8, M},           {M, 16, 16, 512 * K},    {M, 64, 64, 256 * K},
                  {M, 4096, 0, 256 * K},  {0, 2, 2, 256 * K},     {128 * K, 2, 2, 256 * K}, {512 * K, 4, 4, 512 * K},
                  {2 * M, 4, 4, 2 * M},   {2 * M, 8, 8, M},       {32 * M, 2, 2, 4 * M},    {1280 * K, 2, 2, 1280 * K},
-                 {1280 * K, 8, 8, 640 * K}, {M, 1, 1, M},        {M, 4, 2, M},             {M, 5, 2, 256 * K},
-                 {M, 8, 2, 256 * K},     {M, 8, 0, M}};
+                 {1280 * K, 8, 8, 640 * K}, {M, 1, 1, M},        {M, 4, 2, M},             {M, 5, 2, 512 * K},
+                 {M, 8, 2, 512 * K},     {M, 8, 0, M},           {M, 16, 2, 512 * K},     {M, 32, 2, 256 * K},
+                 {128 * K, 8, 2, 256 * K}, {4 * M, 8, 2, 512 * K}};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         size_t got = shm_arena_auto_slot_bytes(cases[i].l2, cases[i].nranks, cases[i].cores);
         TEST_ASSERT(got == cases[i].slot, "auto slot for L2 %zu on %d ranks, %d cores: %zu, expected %zu",

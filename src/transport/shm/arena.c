@@ -150,8 +150,8 @@ static shm_arena_t *arena_wrap(void *map, size_t map_bytes, int nranks, size_t h
 
 size_t shm_arena_auto_slot_bytes(size_t l2_bytes, int nranks, int cores)
 {
-    if (cores > 0 && nranks > 2 * cores) return SHM_ARENA_AUTO_MIN;
     size_t slot = CHORUS_MIN(CHORUS_MAX(l2_bytes, SHM_ARENA_AUTO_MIN), SHM_ARENA_AUTO_MAX);
+    if (cores > 0 && nranks > 2 * cores) slot = CHORUS_MIN(slot, SHM_ARENA_AUTO_SHARED);
     size_t ranks = nranks > 1 ? (size_t)nranks : 1;
     while (slot > SHM_ARENA_AUTO_MIN && slot * 2 * ranks > SHM_ARENA_AUTO_BUDGET) slot /= 2;
     return CHORUS_MAX(slot, SHM_ARENA_AUTO_MIN);
