@@ -74,7 +74,7 @@ void shm_arena_close(shm_arena_t *arena);
  * fetched one by one out of the writer's private cache. Where ranks outnumber the cores more than twice
  * over, most of a rank's peers share its core, and the slots are at most SHM_ARENA_AUTO_SHARED: there
  * the gain of a slot past the L2 fades, and fewer phases count (8 ranks on 2 cores: 512 KiB against 256
- * took 0.55 to 0.95 of the two-shot AllReduce's time, 0.8 to 0.95 of the direct AllToAll's from 4 MiB,
+ * took 0.55 to 1.0 of the two-shot AllReduce's time, 0.8 to 0.95 of the direct AllToAll's from 4 MiB,
  * level at 1 MiB; docs/algorithms.md, "Slots of the L2's size"). */
 #define SHM_ARENA_AUTO_MIN ((size_t)256 << 10)
 #define SHM_ARENA_AUTO_SHARED ((size_t)512 << 10)
