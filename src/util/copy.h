@@ -120,9 +120,10 @@ static inline int copy_shared_class(size_t n)
 /* copy_bytes(dst, src, n) into memory another core reads next, by the method c found faster lately (c: the
  * state of n's class). */
 void copy_shared(copy_shared_t *c, void *dst, const void *src, size_t n);
-/* The same for a slot filled by several copies (an AllToAll's pieces, one per peer, each smaller than
- * COPY_SHARED_MIN where the ranks are many): copy_shared_begin with their total, copy_shared_piece for each,
- * copy_shared_end; the method is chosen and timed for the whole, as one copy of the total would be. */
+/* The same for a slot filled by several copies (an AllToAll's pieces, one per peer, a slot's share each):
+ * copy_shared_begin with their total, copy_shared_piece for each, copy_shared_end; the method is chosen
+ * and timed for the whole, as one copy of the total would be (pieces below COPY_SHARED_MIN take plain
+ * stores either way). */
 typedef struct copy_shared_run {
     int64_t t0;   /* when it began: the time stamp counter */
     size_t n;     /* the total */

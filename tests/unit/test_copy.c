@@ -82,9 +82,9 @@ static void check_shared_choice(unsigned char *dst, const unsigned char *src)
                 "copy_shared_streams: the choice, from COPY_SHARED_MIN");
 }
 
-/* A slot filled piece by piece (copy_shared_begin, copy_shared_piece, copy_shared_end): pieces below
- * COPY_SHARED_MIN count as one copy of their total, by either method every piece lands where it should and
- * the piece left out stays untouched; a run whose total is below COPY_SHARED_MIN counts for nothing. */
+/* A slot filled piece by piece (copy_shared_begin, copy_shared_piece, copy_shared_end): the pieces count
+ * as one copy of their total, by either method every piece lands where it should and the piece left out
+ * stays untouched; a run whose total is below COPY_SHARED_MIN counts for nothing; and the size classes. */
 static void check_shared_pieces(unsigned char *dst, const unsigned char *src)
 {
     const size_t piece = 32u << 10, stride = 40u << 10;
