@@ -27,7 +27,7 @@ static chorus_result_t push_block(prims_t *p, const char *src, size_t bytes, cha
         size_t len = CHORUS_MIN(chunk, bytes - done);
         if (own) copy_out_part(own + done, src + done, len, prims_stream_whole(p, bytes * (size_t)n));
         for (int i = 1; i < n; i++) {
-            int q = (rank + i) % n;
+            int q = direct_turn(rank, n, i);
             const uint64_t *peer = slots[q];
             CHECK(prims_direct_write(p, q, peer[1] + at + done, src + done, len));
         }
@@ -57,7 +57,7 @@ chorus_result_t allgather_cma(prims_t *p, const coll_args_t *a)
     CHECK(prims_direct_wait_all(p, &slots));
     if (push) CHECK(push_block(p, a->sendbuf, bytes, copied ? NULL : own, slots));
     for (int i = 1; i < n; i++) {
-        int q = (rank + i) % n;
+        int q = direct_turn(rank, n, i);
         const uint64_t *peer = slots[q];
         if (!peer[2]) CHECK(prims_direct_read(p, q, peer[0], out + (size_t)q * bytes, bytes, 1));
     }

@@ -26,7 +26,8 @@ chorus_result_t allgather_direct(prims_t *p, const coll_args_t *a)
         const void *const *slots;
         CHECK(direct_put(p, in + off * elem, bytes));
         CHECK(prims_direct_wait_all(p, &slots));
-        for (int q = 0; q < prims_nranks(p); q++) {
+        for (int i = 0; i < prims_nranks(p); i++) {
+            int q = direct_turn(rank, prims_nranks(p), i);
             char *dst = out + ((size_t)q * a->count + off) * elem;
             if (q != rank)
                 copy_out_part(dst, slots[q], bytes, whole);

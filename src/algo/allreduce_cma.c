@@ -66,7 +66,7 @@ chorus_result_t allreduce_cma(prims_t *p, const coll_args_t *a)
     if (!pulled) return direct_empty_phase(p);
     CHECK(direct_empty_phase(p));
     for (int i = 1; i < n; i++) {
-        int q = (rank + i) % n;
+        int q = direct_turn(rank, n, i);
         prims_partition(a->count, n, q, &off, &cnt);
         if (cnt && addrs[3 * q + 2])
             CHECK(prims_direct_read(p, q, addrs[3 * q + 1] + off * red.elem, out + off * red.elem, cnt * red.elem, 1));

@@ -37,7 +37,7 @@ chorus_result_t alltoall_cma(prims_t *p, const coll_args_t *a)
         copy_bytes(out + (size_t)rank * bytes, in + (size_t)rank * bytes, bytes);
     CHECK(prims_direct_wait_all(p, &slots));
     for (int i = 1; i < n; i++) {
-        int q = (rank + i) % n;
+        int q = direct_turn(rank, n, i);
         CHECK(prims_direct_read(p, q, *(const uint64_t *)slots[q] + (uint64_t)rank * bytes, out + (size_t)q * bytes,
                                 bytes, 1));
     }

@@ -28,10 +28,11 @@ chorus_result_t alltoall_direct(prims_t *p, const coll_args_t *a)
         CHECK(direct_put_pieces(p, in, a->count, off, piece / elem, elem, rank));
         if (in != out) copy_out_part(out + own, in + own, piece, whole);
         CHECK(prims_direct_wait_all(p, &slots));
-        for (int q = 0; q < n; q++)
-            if (q != rank)
-                copy_out_part(out + ((size_t)q * a->count + off) * elem,
-                              (const char *)slots[q] + (size_t)rank * piece, piece, whole);
+        for (int i = 1; i < n; i++) {
+            int q = direct_turn(rank, n, i);
+            copy_out_part(out + ((size_t)q * a->count + off) * elem, (const char *)slots[q] + (size_t)rank * piece,
+                          piece, whole);
+        }
     }
     return CHORUS_SUCCESS;
 }

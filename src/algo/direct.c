@@ -67,7 +67,8 @@ chorus_result_t direct_gather_slices(prims_t *p, char *out, size_t cnt, size_t e
 {
     const void *const *slots;
     CHECK(prims_direct_wait_all(p, &slots));
-    for (int q = 0; q < prims_nranks(p); q++) {
+    for (int i = 0; i < prims_nranks(p); i++) {
+        int q = direct_turn(prims_rank(p), prims_nranks(p), i);
         size_t soff, scnt;
         prims_partition(cnt, prims_nranks(p), q, &soff, &scnt);
         copy_out_part(out + soff * elem, slots[q], scnt * elem, whole);
@@ -160,7 +161,7 @@ chorus_result_t direct_combine_peers(prims_t *p, const uint64_t *addrs, int stri
         if (stream) copy_out_part(dst + from, acc, len, whole);
         if (to >= 0 && to != rank) CHECK(prims_direct_write(p, to, addrs[stride * to + 1] + at + from, acc, len));
         for (int i = 1; to == DIRECT_TO_ALL && i < n; i++) {
-            int q = (rank + i) % n;
+            int q = direct_turn(rank, n, i);
             CHECK(prims_direct_write(p, q, addrs[stride * q + 1] + at + from, acc, len));
         }
     }

@@ -11,6 +11,13 @@ static inline size_t direct_chunk_elems(const prims_t *p, int parts, size_t elem
     return n ? n : 1;
 }
 
+/* The rank whose slot (or memory) this rank reads or writes i-th (i = 0 .. nranks - 1) where it visits
+ * every rank's: its own first, then the next ranks round, so that no two ranks visit the same rank at
+ * once. In rank order every rank pulls rank 0's slot out of rank 0's cache at once, then rank 1's: 2
+ * ranks' two-shot AllReduce of 1 MiB took 81 us a call gathering its slices in rank order, 65 in this one
+ * (docs/algorithms.md, "Reading the slots in turn"). */
+static inline int direct_turn(int rank, int nranks, int i) { return (rank + i) % nranks; }
+
 /* dst = slots[0] OP slots[1] OP ... OP slots[nranks - 1], each read at byte offset off, but part `mine` (a
  * rank, or -1 for none) read from `own` instead, in rank order, so that every rank that combines the same
  * data gets the same bits; then finish (avg). dst may be `own`, where mine is 0 or 1. */
@@ -45,8 +52,9 @@ chorus_result_t direct_put_pieces(prims_t *p, const char *buf, size_t block_elem
  * chunk but for this rank's slice of it (prims_partition), phase 2 that slice combined from all p chunks
  * (its own part read from in). */
 chorus_result_t direct_reduce_scatter_chunk(prims_t *p, const char *in, size_t cnt, const prims_reduce_t *red);
-/* Wait for the phase's p slices of a chunk of cnt elements and copy them, in rank order, to out, a piece
- * of an output of `whole` bytes (copy_out_part; 0 where out is in cache). */
+/* Wait for the phase's p slices of a chunk of cnt elements and copy them to their places in out (this
+ * rank's first: direct_turn), a piece of an output of `whole` bytes (copy_out_part; 0 where out is in
+ * cache). */
 chorus_result_t direct_gather_slices(prims_t *p, char *out, size_t cnt, size_t elem, size_t whole);
 
 /* The single-copy combination of this rank's slice of a reduction, cnt elements, a chunk at a time
