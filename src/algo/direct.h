@@ -18,16 +18,28 @@ static inline size_t direct_chunk_elems(const prims_t *p, int parts, size_t elem
  * (docs/algorithms.md, "Reading the slots in turn"). */
 static inline int direct_turn(int rank, int nranks, int i) { return (rank + i) % nranks; }
 
-/* dst = slots[0] OP slots[1] OP ... OP slots[nranks - 1], each read at byte offset off, but part `mine` (a
- * rank, or -1 for none) read from `own` instead, in rank order, so that every rank that combines the same
- * data gets the same bits; then finish (avg). dst may be `own`, where mine is 0 or 1. */
+/* Part i of a combination (direct_reduce_own): from rank `first` round, slots[q] at byte offset off, but
+ * part `mine` (a rank, or -1 for none) at own. */
+static inline const void *direct_part(const void *const *slots, int nranks, size_t off, int first, int i, int mine,
+                                      const void *own)
+{
+    int q = direct_turn(first, nranks, i);
+    return q == mine ? own : (const char *)slots[q] + off;
+}
+
+/* dst = the nranks parts combined, part q being slots[q] at byte offset off but part `mine` (a rank, or -1
+ * for none) `own`; then finish (avg). With mine, the parts are taken in turn from it (direct_turn), as
+ * only this rank combines this data: its result is the same on every rank it reaches, and no two ranks
+ * read one rank's slot first. Without (one-shot: every rank combines the same data), in rank order, so
+ * that every rank gets the same bits. dst may be own: it is read first, element by element as written. */
 static inline void direct_reduce_own(void *dst, const void *const *slots, int nranks, size_t off, size_t count,
                                      int mine, const void *own, const prims_reduce_t *red)
 {
-#define DIRECT_PART(q) ((q) == mine ? (const char *)own : (const char *)slots[q] + off)
-    reduce_apply3(dst, DIRECT_PART(0), DIRECT_PART(1), count, red->dtype, red->op);
-    for (int q = 2; q < nranks; q++) reduce_apply(dst, DIRECT_PART(q), count, red->dtype, red->op);
-#undef DIRECT_PART
+    int first = mine >= 0 ? mine : 0;
+    reduce_apply3(dst, direct_part(slots, nranks, off, first, 0, mine, own),
+                  direct_part(slots, nranks, off, first, 1, mine, own), count, red->dtype, red->op);
+    for (int i = 2; i < nranks; i++)
+        reduce_apply(dst, direct_part(slots, nranks, off, first, i, mine, own), count, red->dtype, red->op);
     reduce_finish(dst, count, red->dtype, red->op, nranks);
 }
 
