@@ -52,8 +52,20 @@ static double tune_watch_look_price(const tune_state_t *ts)
     return 0;
 }
 
-/* A new watch: the algorithms of among this communicator supports, the choice first and then the
- * cheapest (by the model at n bytes), if the choice is worth watching and has an alternative. */
+/* Whether the watch may run d in place of the choice: where the choice works through memory the ranks
+ * share directly (the host arena, single copy), only an algorithm that does too. The slow stretches that
+ * slow the arena slow the algorithms over the shared-memory rings more: tried in them, the 4-rank mesh
+ * AllToAll of 16 MiB ran at 2.2 and 2.3 times its price in two grids, and the 4-rank star AllReduce of 64
+ * MiB at 2.3 (docs/tuning.md, "The shared-memory grid in medians of three"). */
+static int tune_watch_alike(const algo_desc_t *chosen, const algo_desc_t *d)
+{
+    const unsigned shared = ALGO_NEEDS_DIRECT | ALGO_NEEDS_SINGLE_COPY;
+    return !(chosen->needs & shared) || (d->needs & shared);
+}
+
+/* A new watch: the algorithms of among this communicator supports and may run in the choice's place
+ * (tune_watch_alike), the choice first and then the cheapest (by the model at n bytes), if the choice is
+ * worth watching and has an alternative. */
 static void tune_watch_fill(const tune_state_t *ts, tune_watch_t *w, const coll_args_t *a, tune_among_t among,
                             const algo_desc_t *chosen, double n)
 {
@@ -66,7 +78,9 @@ static void tune_watch_fill(const tune_state_t *ts, tune_watch_t *w, const coll_
     int k = 0;
     for (size_t i = 0; i < count && i < 64; i++) {
         const algo_desc_t *d = &table[i];
-        if (d->coll != a->coll || !(among.algos >> i & 1) || !algo_supported(d, &ts->comm.caps)) continue;
+        if (d->coll != a->coll || !(among.algos >> i & 1) || !algo_supported(d, &ts->comm.caps) ||
+            !tune_watch_alike(chosen, d))
+            continue;
         double t = d == chosen ? -1 : tune_predict(&ts->file.params, &ts->comm, d, n);
         int j = k++;
         for (; j > 0 && all[j - 1].price > t; j--) all[j] = all[j - 1];
