@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
 # The watch over the cost model's choices (CHORUS_TUNE_WATCH, docs/tuning.md "Watching the choices"): with
 # ring and rhd allowed (priced alike) and a look at every call, 4 ranks run 1 MiB AllReduces, checked, and
-# half a second in all four are moved onto one processor, so the algorithm running slows past its best and
-# the watch moves (ring also runs further above its price here than rhd). Every rank must take the same
-# decisions at the same calls (each logs them at INFO TUNING), results stay right, and the watch must have
-# moved at least once. Over TCP with 3 ranks (the look's agreement then goes through the pair
-# connections) the ranks must agree likewise. CHORUS_TUNE_WATCH=0 takes no look, and a value past 64
-# fails init naming the knob.
+# half a second in all four are moved onto one processor, so whatever runs slows past its best. The model's
+# figures are fixed by a tuning file (no calibration at init) that prices the shared-memory links at 50 and
+# 25 GB/s, past what 4 ranks on two cores reach: the first choice runs over its price by more
+# than the watch's margin, so the watch tries the other. (With figures measured at init the first move
+# hung on the machine's speed in the moment: measured in a slow one, the ring ran under its price even
+# pinned, and the watch rightly never moved.) Every rank must take the same decisions at the same calls
+# (each logs them at INFO TUNING), results stay right, and the watch must have moved at least once. Over
+# TCP with 3 ranks (the look's agreement then goes through the pair connections) the ranks must agree
+# likewise. CHORUS_TUNE_WATCH=0 takes no look, and a value past 64 fails init naming the knob.
 # Usage: watch.sh CHORUSRUN CHORUS_PERF
 set -u
 chorusrun=$1 perf=$2
 pass=0 fail=0
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+figures=$(mktemp)
+trap 'rm -f "$out" "$figures"' EXIT
+printf 'chorus-tuning 1\nbeta shm cache 50GB/s\nbeta shm memory 25GB/s\n' >"$figures"
 ok() { pass=$((pass + 1)); }
 bad() {
     fail=$((fail + 1))
@@ -46,6 +51,7 @@ descendants() {
 }
 
 # 1. Shared memory, 4 ranks, slowed half a second in.
+CHORUS_TUNING_FILE=$figures CHORUS_TUNE_CALIBRATE=0 \
 CHORUS_TUNE_WATCH=1 CHORUS_ALGO=allreduce:ring,rhd CHORUS_LOG_LEVEL=INFO CHORUS_LOG_SUBSYS=TUNING CHORUS_TIMEOUT=60s \
     timeout 120 "$chorusrun" -n 4 "$perf" allreduce -b 1M -e 1M -n 2000 -w 0 -c 1 >"$out" 2>&1 &
 run=$!
