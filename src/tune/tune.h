@@ -324,7 +324,8 @@ const algo_desc_t *tune_select_again(tune_state_t *ts, const coll_args_t *a, con
  *   take less than what ran by the margin, or back at once to one it left if that one took less when it
  *   last ran;
  * - an algorithm left is held off (expected as it last ran) for 2 looks, then 4, 8 ... 64 while it keeps
- *   running slow when it runs again; then it is expected at its best again.
+ *   running slow when it runs again; then it is expected at its best again, or at its price where its
+ *   best was above it (a best found in a slow stretch says nothing once the stretch has passed).
  * Only calls priced at TUNE_WATCH_MIN_RATIO times a look's own price or more are watched: a look costs
  * them at most 1 / (TUNE_WATCH_MIN_RATIO watch_calls) of their time.
  */

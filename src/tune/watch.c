@@ -136,6 +136,16 @@ static int tune_watch_cmp(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
+/* What algos[i] is expected to take over its price, once measured and not held off: its best, or its price
+ * where it never ran at or under it. A best found in a slow stretch says nothing once the stretch has
+ * passed: a first choice left at its first looks in one, its best there twice its price, would otherwise
+ * stay left while the alternative runs within the margin of that (an early slow stretch, the machine still
+ * starting the program's other processes, would keep every call of the size on the alternative). */
+static double tune_watch_best(const tune_watch_t *w, int i)
+{
+    return w->low[i] < 1 ? w->low[i] : 1;
+}
+
 const algo_desc_t *tune_watch_decide(tune_state_t *ts, tune_watch_t *w, const coll_args_t *a, double fastest)
 {
     double n = (double)algo_call_bytes(a, ts->comm.nranks), price[TUNE_WATCH_ALGOS], expect[TUNE_WATCH_ALGOS];
@@ -145,27 +155,30 @@ const algo_desc_t *tune_watch_decide(tune_state_t *ts, tune_watch_t *w, const co
         if (i == cur) {
             w->last[i] = fastest / price[i];
             if (w->last[i] < w->low[i]) w->low[i] = w->last[i];
-            if (w->last[i] < TUNE_WATCH_MARGIN * w->low[i]) w->held[i] = 0; /* as it ran: no hold next time */
+            if (w->last[i] < TUNE_WATCH_MARGIN * tune_watch_best(w, i)) w->held[i] = 0; /* at its best: no hold */
         } else if (w->hold[i] > 0 && --w->hold[i] == 0)
             LOG_DEBUG(LOG_SUB_TUNING, "%s of %.0f bytes: %s is no longer held off", coll_name(a->coll), n,
                       w->algos[i]->name);
         seen += isfinite(w->last[i]);
     }
-    /* Expected: what ran, as it ran; one held off, as it ran last; one seen before, at its best. The others
-     * only while nothing but the first choice has run, and only once it took more than the margin over its
-     * price (the rules and the model chose it; nothing says they were wrong before it runs slow): at the
-     * margin over their price (the model's prices may be off as far for every algorithm), or over the
-     * choice's among a built-in rule's several (measured to run close here; the model's prices for them
-     * can be further apart than their times: at init on 8 ranks and 2 cores it priced single copy's
-     * AllToAll at 1.5-1.75 times what it took, the direct one's at 0.9-1.3). One such try: after it, the
-     * watch moves among what it has measured. Out of place only: the model prices the call out of place,
-     * and in place an untried algorithm's price says less (8 ranks on 2 cores, AllToAll of 16 to 64 MiB in
-     * place in a slow stretch: direct at 1.9 times its price, pairwise, tried, at 3.1-3.3). */
+    /* Expected: what ran, as it ran; one held off, as it ran last; one seen before, at its best (or its
+     * price: tune_watch_best). The others only while nothing but the first choice has run, and only once
+     * it took more than the margin over its price (the rules and the model chose it; nothing says they were
+     * wrong before it runs slow): at the margin over their price (the model's prices may be off as far for
+     * every algorithm), or over the choice's among a built-in rule's several (measured to run close here;
+     * the model's prices for them can be further apart than their times: at init on 8 ranks and 2 cores it
+     * priced single copy's AllToAll at 1.5-1.75 times what it took, the direct one's at 0.9-1.3). One such
+     * try: after it, the watch moves among what it has measured. Out of place only: the model prices the
+     * call out of place, and in place an untried algorithm's price says less (8 ranks on 2 cores, AllToAll
+     * of 16 to 64 MiB in place in a slow stretch: direct at 1.9 times its price, pairwise, tried, at
+     * 3.1-3.3). */
     int explore = seen == 1 && w->last[cur] > TUNE_WATCH_MARGIN && !algo_in_place(a, ts->comm.nranks);
-    for (int i = 0; i < w->nalgos; i++)
-        expect[i] = isfinite(w->last[i]) ? price[i] * (i == cur || w->hold[i] > 0 ? w->last[i] : w->low[i])
-                    : explore          ? (w->close ? price[cur] : price[i]) * TUNE_WATCH_MARGIN
-                                       : INFINITY;
+    for (int i = 0; i < w->nalgos; i++) {
+        double over = i == cur || w->hold[i] > 0 ? w->last[i] : tune_watch_best(w, i);
+        expect[i] = isfinite(w->last[i]) ? price[i] * over
+                    : explore            ? (w->close ? price[cur] : price[i]) * TUNE_WATCH_MARGIN
+                                         : INFINITY;
+    }
     for (int i = 0; i < w->nalgos; i++)
         if (expect[i] < expect[best]) best = i;
     LOG_DEBUG(LOG_SUB_TUNING, "%s of %.0f bytes: %s took %.1f us (the fastest rank's lower quartile), %.2f times its "

@@ -792,12 +792,13 @@ static void check_watch(void)
     TEST_ASSERT(tune_watch_get(&ts, &a, among, &run, &w) == CHORUS_SUCCESS && w == same && run == cheapest,
                 "the next call runs %s", cheapest->name);
     /* The alternative runs as priced: the slow choice is held off two looks, then expected at its best
-     * again, and the alternative stays only while it is within the margin of that. */
+     * again, or at its price where its best was above it (1.2 here), and the alternative stays only while
+     * it is within the margin of that. */
     TEST_ASSERT(tune_watch_decide(&ts, w, &a, cheapest_price) == cheapest, "held off: first look");
     const algo_desc_t *third = tune_watch_decide(&ts, w, &a, cheapest_price);
-    TEST_ASSERT(third == (cheapest_price > TUNE_WATCH_MARGIN * 1.2 * price ? first : cheapest),
-                "after two looks %s is expected at its best (%.0f us against %.0f): %s runs", first->name,
-                1.2 * price * 1e6, cheapest_price * 1e6, third->name);
+    TEST_ASSERT(third == (cheapest_price > TUNE_WATCH_MARGIN * price ? first : cheapest),
+                "after two looks %s is expected at its price (%.0f us against %.0f): %s runs", first->name,
+                price * 1e6, cheapest_price * 1e6, third->name);
     if (third == cheapest)
         TEST_ASSERT(tune_watch_decide(&ts, w, &a, 3 * cheapest_price) == first,
                     "%s at 3 times its price: back to %s, expected at its best", cheapest->name, first->name);
@@ -827,6 +828,43 @@ static void check_watch(void)
     coll_args_t other = {COLL_ALLREDUCE, in, out, 16 << 20, chorus_uint8, chorus_sum, 0};
     run = tune_select_among(&ts, &other, &cfg, &among);
     TEST_ASSERT(tune_watch_get(&ts, &other, among, &run, &w) == CHORUS_SUCCESS && !w, "CHORUS_TUNE_WATCH=0");
+    tune_state_free(&ts);
+}
+
+/* A first choice left in a slow stretch: its best there, far above its price, does not keep it left once
+ * the stretch has passed. After its hold it is expected at its price, runs again where the alternative
+ * takes more than the margin over that; where it runs slow again it is held off twice as long, and it
+ * stays once it runs as priced. */
+static void check_watch_stale(void)
+{
+    algo_config_t cfg;
+    char err[512];
+    TEST_ASSERT(parse("", &cfg, err), "%s", err);
+    static tune_state_t ts;
+    state_for(&ts, 4, 1, 4);
+    ts.mode = TUNE_MODE_MODEL;
+    ts.watch_calls = 8;
+    static char in[1], out[1];
+    coll_args_t a = {COLL_ALLREDUCE, in, out, 64 << 20, chorus_uint8, chorus_sum, 0};
+    tune_among_t among;
+    const algo_desc_t *first = tune_select_among(&ts, &a, &cfg, &among), *run = first;
+    tune_watch_t *w;
+    TEST_ASSERT(tune_watch_get(&ts, &a, among, &run, &w) == CHORUS_SUCCESS && w && run == first, "watched");
+    double price = tune_predict(&ts.file.params, &ts.comm, first, 64 << 20);
+    const algo_desc_t *other = tune_watch_decide(&ts, w, &a, 10 * price);
+    TEST_ASSERT(other != first, "10 times its price at the first look: %s is left at once", first->name);
+    /* The alternative at twice the first choice's price: under its 10, over the margin over its price. */
+    TEST_ASSERT(tune_watch_decide(&ts, w, &a, 2 * price) == other, "%s held off: first look", first->name);
+    const algo_desc_t *back = tune_watch_decide(&ts, w, &a, 2 * price);
+    TEST_ASSERT(back == first, "after two looks %s is expected at its price, not at its 10: it runs again, not %s",
+                first->name, back->name);
+    /* Slow again: back at once to the alternative, which took less when it last ran, for 4 looks this time. */
+    TEST_ASSERT(tune_watch_decide(&ts, w, &a, 3 * price) == other, "%s at 3 times its price, the alternative took "
+                "twice: back to %s", first->name, other->name);
+    for (int look = 1; look < 4; look++)
+        TEST_ASSERT(tune_watch_decide(&ts, w, &a, 2 * price) == other, "%s held off: look %d of 4", first->name, look);
+    TEST_ASSERT(tune_watch_decide(&ts, w, &a, 2 * price) == first, "after 4 looks %s runs again", first->name);
+    TEST_ASSERT(tune_watch_decide(&ts, w, &a, 0.9 * price) == first, "%s as priced: it stays", first->name);
     tune_state_free(&ts);
 }
 
@@ -1007,6 +1045,7 @@ int main(void)
     check_fit();
     check_select_again();
     check_watch();
+    check_watch_stale();
     check_watch_close();
     check_hosts();
     check_levels();
