@@ -735,23 +735,35 @@ static void check_select_again(void)
  * stay while the choice runs near its price, try the cheapest alternative when it runs far above it at
  * two looks in a row (or at once, further above), hold the slow one off for two looks, then expect it at
  * its best again. */
+static char watch_in[1], watch_out[1];
+
+/* 4 ranks with direct access, the model choosing, a look every 8 calls: the watch over a 64 MiB AllReduce out
+ * of place (*a), which runs the model's choice (returned) at first. */
+static const algo_desc_t *watched_allreduce(tune_state_t *ts, algo_config_t *cfg, coll_args_t *a, tune_among_t *among,
+                                            tune_watch_t **w)
+{
+    char err[512];
+    TEST_ASSERT(parse("", cfg, err), "%s", err);
+    state_for(ts, 4, 1, 4);
+    ts->mode = TUNE_MODE_MODEL;
+    ts->watch_calls = 8;
+    *a = (coll_args_t){COLL_ALLREDUCE, watch_in, watch_out, 64 << 20, chorus_uint8, chorus_sum, 0};
+    const algo_desc_t *first = tune_select_among(ts, a, cfg, among), *run = first;
+    TEST_ASSERT(first && tune_watch_get(ts, a, *among, &run, w) == CHORUS_SUCCESS && *w && run == first,
+                "a 64 MiB AllReduce the model chose %s for is watched, and runs it", first ? first->name : "none");
+    return first;
+}
+
 static void check_watch(void)
 {
     algo_config_t cfg;
-    char err[512];
-    TEST_ASSERT(parse("", &cfg, err), "%s", err);
     static tune_state_t ts;
-    state_for(&ts, 4, 1, 4);
-    ts.mode = TUNE_MODE_MODEL;
-    ts.watch_calls = 8;
-    static char in[1], out[1];
-    coll_args_t a = {COLL_ALLREDUCE, in, out, 64 << 20, chorus_uint8, chorus_sum, 0};
+    coll_args_t a;
     tune_among_t among;
-    const algo_desc_t *first = tune_select_among(&ts, &a, &cfg, &among), *run = first;
     tune_watch_t *w;
-    TEST_ASSERT(first && among.algos == cfg.allowed && !among.close, "the model's choice is among everything allowed");
-    TEST_ASSERT(tune_watch_get(&ts, &a, among, &run, &w) == CHORUS_SUCCESS && w && run == first,
-                "a 64 MiB AllReduce the model chose %s for is watched, and runs it", first->name);
+    const algo_desc_t *first = watched_allreduce(&ts, &cfg, &a, &among, &w), *run;
+    TEST_ASSERT(among.algos == cfg.allowed && !among.close, "the model's choice is among everything allowed");
+    char *in = watch_in, *out = watch_out;
     double n = 64 << 20, price = tune_predict(&ts.file.params, &ts.comm, first, n);
     TEST_ASSERT(tune_watch_decide(&ts, w, &a, 1.5 * price) == first,
                 "1.5 times its price at the first look: the others are expected 1.25 times theirs, %s stays",
@@ -838,18 +850,11 @@ static void check_watch(void)
 static void check_watch_stale(void)
 {
     algo_config_t cfg;
-    char err[512];
-    TEST_ASSERT(parse("", &cfg, err), "%s", err);
     static tune_state_t ts;
-    state_for(&ts, 4, 1, 4);
-    ts.mode = TUNE_MODE_MODEL;
-    ts.watch_calls = 8;
-    static char in[1], out[1];
-    coll_args_t a = {COLL_ALLREDUCE, in, out, 64 << 20, chorus_uint8, chorus_sum, 0};
+    coll_args_t a;
     tune_among_t among;
-    const algo_desc_t *first = tune_select_among(&ts, &a, &cfg, &among), *run = first;
     tune_watch_t *w;
-    TEST_ASSERT(tune_watch_get(&ts, &a, among, &run, &w) == CHORUS_SUCCESS && w && run == first, "watched");
+    const algo_desc_t *first = watched_allreduce(&ts, &cfg, &a, &among, &w);
     double price = tune_predict(&ts.file.params, &ts.comm, first, 64 << 20);
     const algo_desc_t *other = tune_watch_decide(&ts, w, &a, 10 * price);
     TEST_ASSERT(other != first, "10 times its price at the first look: %s is left at once", first->name);
