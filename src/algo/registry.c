@@ -226,11 +226,16 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * where the direct one ran in a mode twice as slow on that machine; most of that mode was its slot copies
  * taking plain stores (docs/design.md, Copies), and since they time themselves the direct one took 38 to
  * 55 ms at 64 MiB where single copy took 44 to 66 and Open MPI 44 to 56 (8 alternating rounds; the model
- * without a tuning file prices single copy lower there), so from 64 MiB it is direct. At 256 MiB the three
+ * without a tuning file prices single copy lower there), so from 64 MiB it was direct. At 256 MiB the three
  * were level (137 to 209 ms) and the rule took single copy there, until with the slot copies timed from 4
  * KiB the direct one took 150-159 ms in 4 alternating rounds in fast stretches against single copy's
  * 161-171 and Open MPI's 164-183 (in slow ones 152 and 174 against 146 and 164, Open MPI 142 and 151):
- * direct there too (docs/algorithms.md). The
+ * direct there too (docs/algorithms.md). A rule naming direct alone kept the watch from ever trying single
+ * copy there (the model without a tuning file prices it at 2.5 to 4 times direct from 16 MiB; the watch
+ * expects an untried algorithm at its own price outside a rule's several), and the direct one runs in a
+ * mode twice as slow for minutes at a time (313 to 353 ms at 256 MiB in one hour, against single copy's
+ * 159 to 189 and Open MPI's 150 to 187): the rule's several reach 256 MiB, the model choosing (direct, so
+ * far) and the watch moving to single copy where direct runs that slow. The
  * single-copy ReduceScatter (medians of 3 alternating runs against the direct one, out of place / in place): on 2 ranks
  * 0.80 / 0.85 at 16 KiB and 0.51 to 0.89 / 0.35 to 0.49 from 64 KiB to 16 MiB, level out of place from 64
  * MiB (0.65 to 0.69 in place); on 3 and 4 ranks 0.96 to 0.98 / 0.57 to 0.85 at 1 MiB, 0.80 to 0.93 /
@@ -360,7 +365,6 @@ static const struct algo_rule {
     RULE(COLL_ALLTOALL, "cma", .max_ranks = 2, .min_bytes = 64 << 10, .in_place = -1, .single_copy_saves = 1),
     RULE(COLL_ALLTOALL, "cma", .min_ranks = 3, .max_ranks = 4, .min_bytes = 256 << 10, .max_bytes = 8 << 20,
          .in_place = -1, .single_copy_saves = 1),
-    RULE(COLL_ALLTOALL, "direct", .min_ranks = 8, .min_bytes = 64 << 20, .in_place = -1),
     RULE(COLL_ALLTOALL, "direct,cma", .min_ranks = 8, .min_bytes = 256 << 10, .in_place = -1),
     RULE(COLL_ALLTOALL, "direct", .in_place = 1),
     RULE(COLL_ALLTOALL, "direct,pairwise,cma", .max_ranks = 2, .min_bytes = 128 << 10),
