@@ -318,8 +318,8 @@ const algo_desc_t *tune_select_again(tune_state_t *ts, const coll_args_t *a, con
  *   the alternative the model prices lowest is tried (where the choice works in the host arena or by
  *   single copy, among those that do too: watch.c, tune_watch_alike) if, expected at the margin over its
  *   own price (over the choice's, among a built-in rule's several), it would take less than what ran by
- *   the margin again (at the second look in a row that calls for it, or at once by the margin squared;
- *   one such try; out of place only, as the model prices the calls);
+ *   the margin again (at the second look in a row that calls for it; one such try; out of place only, as
+ *   the model prices the calls);
  * - from then on the watch moves among what it has measured: to an algorithm expected (at its best) to
  *   take less than what ran by the margin, or back at once to one it left if that one took less when it
  *   last ran;

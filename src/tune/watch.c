@@ -189,13 +189,16 @@ const algo_desc_t *tune_watch_decide(tune_state_t *ts, tune_watch_t *w, const co
         w->tries = 0;
         return w->algos[cur];
     }
-    /* A try at the first look that calls for it only when what ran took more than the margin squared over
-     * the try's expected time, else at the second look in a row: a slow stretch lasts, while at single
+    /* A try only at the second look in a row that calls for it: a slow stretch lasts, while at single
      * looks the 8-rank direct AllToAll ran at 1.57-1.69 times its price outside them too (its rows at 1.1
      * to 1.3; the try, single copy, then kept rows of 16 and 32 MiB 11 and 31 % slower), and at 2 to 4.5
-     * in them (single copy at its price). */
-    if (!isfinite(w->last[best]) && expect[best] * TUNE_WATCH_MARGIN * TUNE_WATCH_MARGIN >= fastest &&
-        ++w->tries < 2) {
+     * in them (single copy at its price). Even a look far above the margin waits for the next: a size's
+     * first calls run slow (the 8-rank direct AllToAll of 1 MiB out of place at 1.55 to 1.98 times its
+     * price over its first 8 calls, 1.17 to 1.30 over the next 8), and a try there at once, when the first
+     * look passed 1.25 squared over the try's expected time, ran single copy at 959 us a call, where
+     * direct's second looks took 444 to 521 in the runs without it (docs/tuning.md, "Watching the
+     * choices"). */
+    if (!isfinite(w->last[best]) && ++w->tries < 2) {
         LOG_DEBUG(LOG_SUB_TUNING, "%s of %.0f bytes: %s would be tried, if the next look calls for it too",
                   coll_name(a->coll), n, w->algos[best]->name);
         return w->algos[cur];
