@@ -11,8 +11,9 @@
  * second one (CHORUS_TRANSPORT=tcp); across hosts, TCP between rank 0 and the first rank on another host.
  *
  * With --fit it also times every algorithm of every collective on this rank count, over a size sweep
- * from 1 MiB (each algorithm in turn, repeated, medians), and writes each algorithm's efficiencies on this
- * link: its time over the model's price past the latencies, in cache and in memory (tune_fit_efficiency).
+ * from 1 MiB (turns of the whole sweep, each point the median of its turns), and writes each algorithm's
+ * efficiencies on this link: its time over the model's price past the latencies, in cache and in memory
+ * (tune_fit_efficiency).
  * With --rules it does the same over a sweep from 1 KiB and writes the fastest as rules for this rank
  * count and link, out of place. Rules an existing file holds for other rank counts or links are kept, so
  * runs with several rank counts build one file. So are its figures measured at other shares of the cores (ranks per
@@ -106,78 +107,111 @@ typedef struct sweep_result {
     size_t winner[TUNE_SWEEP_MAX_SIZES];
 } sweep_result_t;
 
-/* Times every algorithm of coll the communicator supports over the sweep, and fits each one's efficiency
- * (tune_fit_efficiency) into s->tp. Rank 0 prints the table and the efficiencies. */
-static chorus_result_t sweep_collective(const sweep_t *s, coll_kind_t coll, double max_bytes, sweep_result_t *out)
+#define SWEEP_ALGOS_MAX 64
+
+/* One collective's sweep: its algorithms, and per algorithm and size the turns' times. */
+typedef struct sweep_coll {
+    coll_kind_t coll;
+    int nalgos;
+    size_t algos[SWEEP_ALGOS_MAX]; /* registry entries */
+    int until[SWEEP_ALGOS_MAX];    /* the sizes an algorithm is timed at: those before this index */
+    int iters[SWEEP_ALGOS_MAX][TUNE_SWEEP_MAX_SIZES];
+    double t[SWEEP_ALGOS_MAX][TUNE_SWEEP_MAX_SIZES][TUNE_REPS];
+    sweep_result_t result;
+} sweep_coll_t;
+
+/* The algorithms of sc->coll the communicator supports, and the sweep's sizes. */
+static void sweep_coll_init(const sweep_t *s, coll_kind_t coll, double max_bytes, sweep_coll_t *sc)
 {
     size_t count;
     const algo_desc_t *table = algo_registry(&count);
-    size_t algos[64];
-    int nalgos = 0, live[64];
-    for (size_t i = 0; i < count && nalgos < 64; i++)
+    sc->coll = coll;
+    sc->nalgos = 0;
+    sc->result.nsizes = 0;
+    for (double n = s->from; n <= max_bytes && sc->result.nsizes < TUNE_SWEEP_MAX_SIZES; n *= 4)
+        sc->result.size[sc->result.nsizes++] = n;
+    for (size_t i = 0; i < count && sc->nalgos < SWEEP_ALGOS_MAX; i++)
         if (table[i].coll == coll && algo_supported(&table[i], comm_algo_caps(s->comm))) {
-            live[nalgos] = 1;
-            algos[nalgos++] = i;
+            sc->until[sc->nalgos] = sc->result.nsizes;
+            sc->algos[sc->nalgos++] = i;
         }
-    out->nsizes = 0;
-    if (nalgos == 0) return CHORUS_SUCCESS;
+}
+
+static double sweep_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return v[n / 2];
+}
+
+/* One turn of sc: every algorithm in turn at each size. The first turn times one call to size the
+ * others (about TUNE_BUDGET_S, the same on every rank), and from TUNE_DROP_FROM bytes stops timing, at
+ * larger sizes, an algorithm over TUNE_DROP_OVER times the fastest of that turn. */
+static chorus_result_t sweep_turn(const sweep_t *s, sweep_coll_t *sc, int rep)
+{
+    size_t count;
+    const algo_desc_t *table = algo_registry(&count);
+    char forced[96];
+    for (int k = 0; k < sc->result.nsizes; k++) {
+        double n = sc->result.size[k], best = INFINITY;
+        for (int a = 0; a < sc->nalgos; a++) {
+            if (k >= sc->until[a]) continue;
+            snprintf(forced, sizeof(forced), "%s:%s", coll_name(sc->coll), table[sc->algos[a]].name);
+            CHECK(comm_set_algo(s->comm, forced));
+            /* One call, then as many warm-up calls as timed ones, as chorus-perf's defaults do. */
+            double once, warm;
+            CHECK(sweep_time(s, sc->coll, n, 1, &once));
+            if (rep == 0) sc->iters[a][k] = (int)fmin(1000, fmax(2, TUNE_BUDGET_S / fmax(once, 1e-7)));
+            CHECK(sweep_time(s, sc->coll, n, sc->iters[a][k], &warm));
+            CHECK(sweep_time(s, sc->coll, n, sc->iters[a][k], &sc->t[a][k][rep]));
+            best = fmin(best, sc->t[a][k][rep]);
+        }
+        for (int a = 0; rep == 0 && n >= TUNE_DROP_FROM && a < sc->nalgos; a++)
+            if (k < sc->until[a] && sc->t[a][k][rep] > best * TUNE_DROP_OVER) sc->until[a] = k + 1;
+    }
+    return comm_set_algo(s->comm, getenv("CHORUS_ALGO")); /* as the run began */
+}
+
+/* After the turns: each algorithm's median at each size, the fastest per size into sc->result, and each
+ * one's efficiency (tune_fit_efficiency) into s->tp. Rank 0 prints the table and the efficiencies. */
+static void sweep_coll_finish(const sweep_t *s, sweep_coll_t *sc)
+{
+    size_t count;
+    const algo_desc_t *table = algo_registry(&count);
+    sweep_result_t *out = &sc->result;
+    double took[SWEEP_ALGOS_MAX][TUNE_SWEEP_MAX_SIZES]; /* per algorithm and size: the median, 0 where not timed */
+    if (sc->nalgos == 0) {
+        out->nsizes = 0;
+        return;
+    }
     if (s->rank == 0) {
         printf("# %s on %d ranks, us per call (median of %d turns; -: dropped, over %.0fx the fastest at a size from "
-               "1M)\n%10s", coll_name(coll), s->nranks, TUNE_REPS, TUNE_DROP_OVER, "bytes");
-        for (int a = 0; a < nalgos; a++) printf(" %10s", table[algos[a]].name);
+               "1M)\n%10s", coll_name(sc->coll), s->nranks, TUNE_REPS, TUNE_DROP_OVER, "bytes");
+        for (int a = 0; a < sc->nalgos; a++) printf(" %10s", table[sc->algos[a]].name);
         printf("  fastest\n");
     }
-    char forced[96];
-    double took[64][TUNE_SWEEP_MAX_SIZES] = {{0}}; /* per algorithm and size: the median, 0 where dropped */
-    int iters[64];
-    chorus_result_t res = CHORUS_SUCCESS;
-    for (double n = s->from; res == CHORUS_SUCCESS && n <= max_bytes && out->nsizes < TUNE_SWEEP_MAX_SIZES;
-         n *= 4) {
-        double t[64][TUNE_REPS];
-        for (int rep = 0; res == CHORUS_SUCCESS && rep < TUNE_REPS; rep++)
-            for (int a = 0; res == CHORUS_SUCCESS && a < nalgos; a++) {
-                if (!live[a]) continue;
-                snprintf(forced, sizeof(forced), "%s:%s", coll_name(coll), table[algos[a]].name);
-                if ((res = comm_set_algo(s->comm, forced)) != CHORUS_SUCCESS) break;
-                /* One call, timed on the first turn to size the others (the same on every rank), then as
-                 * many warm-up calls as timed ones, as chorus-perf's defaults do. */
-                double once, warm;
-                if ((res = sweep_time(s, coll, n, 1, &once)) != CHORUS_SUCCESS) break;
-                if (rep == 0) iters[a] = (int)fmin(1000, fmax(2, TUNE_BUDGET_S / fmax(once, 1e-7)));
-                if ((res = sweep_time(s, coll, n, iters[a], &warm)) != CHORUS_SUCCESS) break;
-                res = sweep_time(s, coll, n, iters[a], &t[a][rep]);
-            }
-        if (res != CHORUS_SUCCESS) break;
-        int k = out->nsizes++, best = -1;
-        double med[64];
-        out->size[k] = n;
-        for (int a = 0; a < nalgos; a++) {
-            if (!live[a]) continue;
-            qsort(t[a], TUNE_REPS, sizeof(double), cmp_double);
-            took[a][k] = med[a] = t[a][TUNE_REPS / 2];
-            if (best < 0 || med[a] < med[best]) best = a;
+    for (int k = 0; k < out->nsizes; k++) {
+        int best = -1;
+        for (int a = 0; a < sc->nalgos; a++) {
+            took[a][k] = k < sc->until[a] ? sweep_median(sc->t[a][k], TUNE_REPS) : 0;
+            if (took[a][k] > 0 && (best < 0 || took[a][k] < took[best][k])) best = a;
         }
         /* Ties within the noise keep the previous size's winner: fewer rules, and no flapping. */
-        for (int a = 0; k > 0 && a < nalgos; a++)
-            if (live[a] && algos[a] == out->winner[k - 1] && med[a] <= med[best] * TUNE_KEEP_WITHIN) best = a;
-        out->winner[k] = algos[best];
+        for (int a = 0; k > 0 && a < sc->nalgos; a++)
+            if (took[a][k] > 0 && sc->algos[a] == out->winner[k - 1] && took[a][k] <= took[best][k] * TUNE_KEEP_WITHIN)
+                best = a;
+        out->winner[k] = sc->algos[best];
         if (s->rank == 0) {
-            printf("%10.0f", n);
-            for (int a = 0; a < nalgos; a++)
-                live[a] ? printf(" %10.2f", med[a] * 1e6) : printf(" %10s", "-");
-            printf("  %s\n", table[algos[best]].name);
-            fflush(stdout);
+            printf("%10.0f", out->size[k]);
+            for (int a = 0; a < sc->nalgos; a++)
+                took[a][k] > 0 ? printf(" %10.2f", took[a][k] * 1e6) : printf(" %10s", "-");
+            printf("  %s\n", table[sc->algos[best]].name);
         }
-        for (int a = 0; n >= TUNE_DROP_FROM && a < nalgos; a++)
-            if (live[a] && med[a] > med[best] * TUNE_DROP_OVER) live[a] = 0;
     }
-    if (res == CHORUS_SUCCESS) res = comm_set_algo(s->comm, getenv("CHORUS_ALGO")); /* as the run began */
-    if (res != CHORUS_SUCCESS) return res;
     const tune_comm_t *tc = comm_tune_comm(s->comm);
     if (s->rank == 0)
         printf("# efficiency in cache/memory (time over the model's price past the latencies, medians from %.0f MiB):",
                TUNE_FIT_FROM / 1048576);
-    for (int a = 0; a < nalgos; a++) {
+    for (int a = 0; a < sc->nalgos; a++) {
         /* The sizes it was timed at (a dropped algorithm was timed up to where it was dropped). */
         double sizes[TUNE_SWEEP_MAX_SIZES], times[TUNE_SWEEP_MAX_SIZES];
         int k = 0;
@@ -186,14 +220,16 @@ static chorus_result_t sweep_collective(const sweep_t *s, coll_kind_t coll, doub
                 sizes[k] = out->size[i];
                 times[k++] = took[a][i];
             }
-        double *e = s->tp->efficiency[tc->net][algos[a]];
-        tune_fit_efficiency(s->tp, tc, &table[algos[a]], sizes, times, k, e);
+        double *e = s->tp->efficiency[tc->net][sc->algos[a]];
+        tune_fit_efficiency(s->tp, tc, &table[sc->algos[a]], sizes, times, k, e);
         if (s->rank == 0)
-            e[TUNE_CACHE] > 0 ? printf(" %s %.2f/%.2f", table[algos[a]].name, e[TUNE_CACHE], e[TUNE_MEMORY])
-                              : printf(" %s -", table[algos[a]].name);
+            e[TUNE_CACHE] > 0 ? printf(" %s %.2f/%.2f", table[sc->algos[a]].name, e[TUNE_CACHE], e[TUNE_MEMORY])
+                              : printf(" %s -", table[sc->algos[a]].name);
     }
-    if (s->rank == 0) printf("\n");
-    return CHORUS_SUCCESS;
+    if (s->rank == 0) {
+        printf("\n");
+        fflush(stdout);
+    }
 }
 
 /* Appends to tf one rule per run of sizes with the same winner, the bounds halfway (geometrically)
@@ -244,13 +280,21 @@ static chorus_result_t sweep_all(chorus_comm_t comm, tune_link_t link, double ma
                rules ? ", and the rules it makes" : "");
     static const coll_kind_t colls[] = {COLL_ALLREDUCE, COLL_ALLGATHER, COLL_REDUCE_SCATTER,
                                         COLL_BROADCAST, COLL_REDUCE,    COLL_ALLTOALL};
-    chorus_result_t res = CHORUS_SUCCESS;
-    for (size_t c = 0; res == CHORUS_SUCCESS && c < sizeof(colls) / sizeof(colls[0]); c++) {
-        sweep_result_t r;
-        res = sweep_collective(&s, colls[c], max_bytes, &r);
-        if (res == CHORUS_SUCCESS && rules && s.rank == 0 && add_rules(tf, colls[c], s.nranks, link, &r) != 0)
+    enum { NCOLLS = sizeof(colls) / sizeof(colls[0]) };
+    sweep_coll_t *sc = calloc(NCOLLS, sizeof(*sc));
+    chorus_result_t res = sc ? CHORUS_SUCCESS : CHORUS_ERR_NO_MEMORY;
+    for (int c = 0; sc && c < NCOLLS; c++) sweep_coll_init(&s, colls[c], max_bytes, &sc[c]);
+    /* Turn after turn of the whole sweep, so that the turns of one point lie spread over it: the AMD EPYC
+     * machine runs in stretches of seconds to minutes in which the shared-memory rings take several times
+     * as long (docs/tuning.md, "Two modes"), and five turns back to back fell into one stretch together. */
+    for (int rep = 0; res == CHORUS_SUCCESS && rep < TUNE_REPS; rep++)
+        for (int c = 0; res == CHORUS_SUCCESS && c < NCOLLS; c++) res = sweep_turn(&s, &sc[c], rep);
+    for (int c = 0; res == CHORUS_SUCCESS && c < NCOLLS; c++) {
+        sweep_coll_finish(&s, &sc[c]);
+        if (rules && s.rank == 0 && add_rules(tf, colls[c], s.nranks, link, &sc[c].result) != 0)
             res = CHORUS_ERR_INVALID_ARGUMENT;
     }
+    free(sc);
     free(s.send);
     free(s.recv);
     return res;
