@@ -232,6 +232,73 @@ static void sweep_coll_finish(const sweep_t *s, sweep_coll_t *sc)
     }
 }
 
+/* Before each collective's turn, a look at the machine: the ring AllGather of TUNE_CACHE_BYTES (or of the
+ * sweep's largest size, where that is smaller), against the fastest such look of the sweep. The AMD EPYC
+ * machine has stretches of minutes in which the algorithms over the shared-memory rings take two to four
+ * times as long (the 4-rank ring AllGather of 1 MiB 426 us a call through a whole sweep, 206 in one an
+ * hour before; docs/tuning.md, "Efficiencies fitted over turns of the whole sweep"): fitted there, their
+ * efficiencies priced them at three times what they took later. Where the look runs past SETTLE_FACTOR
+ * times the fastest, the sweep waits for the stretch to pass, looking every SETTLE_PAUSE_S, up to
+ * SETTLE_WAIT_S at a time, and in all no longer than it has measured (so a sweep takes at most about
+ * twice its time) nor SETTLE_TOTAL_S, and then goes on whatever the look says. */
+#define SETTLE_FACTOR 1.6
+#define SETTLE_PAUSE_S 2
+#define SETTLE_WAIT_S 20
+#define SETTLE_TOTAL_S 120
+
+typedef struct sweep_settle {
+    int iters;     /* calls a look times (0: not sized yet) */
+    double best;   /* the fastest look's seconds a call */
+    double waited; /* seconds waited in all */
+    int64_t start; /* when the sweep began */
+    double bytes;  /* a look's size: TUNE_CACHE_BYTES, or the sweep's largest where that is smaller */
+} sweep_settle_t;
+
+/* Whether the sweep may wait SETTLE_PAUSE_S more: the same answer on every rank (rank 0's clock). */
+static chorus_result_t settle_may_wait(const sweep_t *s, const sweep_settle_t *st, double waited, int *may_p)
+{
+    double measured = (double)(time_now_ns() - st->start) * 1e-9 - st->waited;
+    CHECK(chorus_broadcast(&measured, &measured, 1, chorus_float64, 0, s->comm, NULL));
+    *may_p = waited < SETTLE_WAIT_S && st->waited + SETTLE_PAUSE_S <= fmin(measured, SETTLE_TOTAL_S);
+    return CHORUS_SUCCESS;
+}
+
+/* One look: seconds a call of the ring AllGather (the same on every rank). */
+static chorus_result_t settle_look(const sweep_t *s, sweep_settle_t *st, double *sec_p)
+{
+    char forced[64];
+    snprintf(forced, sizeof(forced), "%s:ring", coll_name(COLL_ALLGATHER));
+    CHECK(comm_set_algo(s->comm, forced));
+    double once;
+    CHECK(sweep_time(s, COLL_ALLGATHER, st->bytes, 1, &once));
+    if (!st->iters) st->iters = (int)fmin(1000, fmax(2, TUNE_BUDGET_S / fmax(once, 1e-7)));
+    CHECK(sweep_time(s, COLL_ALLGATHER, st->bytes, st->iters, sec_p));
+    return comm_set_algo(s->comm, getenv("CHORUS_ALGO"));
+}
+
+static chorus_result_t sweep_settle(const sweep_t *s, sweep_settle_t *st, coll_kind_t coll, int rep)
+{
+    double t, waited = 0;
+    int may;
+    CHECK(settle_look(s, st, &t));
+    if (st->best == 0 || t < st->best) st->best = t;
+    while (t > SETTLE_FACTOR * st->best) {
+        CHECK(settle_may_wait(s, st, waited, &may));
+        if (!may) break;
+        sleep(SETTLE_PAUSE_S); /* every rank alike: the look's time is the same on all */
+        waited += SETTLE_PAUSE_S;
+        st->waited += SETTLE_PAUSE_S;
+        CHECK(chorus_barrier(s->comm, NULL));
+        CHECK(settle_look(s, st, &t));
+        if (t < st->best) st->best = t;
+    }
+    if (waited > 0 && s->rank == 0)
+        printf("# turn %d, %s: the ring AllGather of %.0f bytes took %.1f us, %s%.2f times the sweep's fastest, after "
+               "%.0f s of waiting\n", rep + 1, coll_name(coll), st->bytes, t * 1e6,
+               t > SETTLE_FACTOR * st->best ? "still " : "", t / st->best, waited);
+    return CHORUS_SUCCESS;
+}
+
 /* Appends to tf one rule per run of sizes with the same winner, the bounds halfway (geometrically)
  * between the last size of a run and the first of the next. */
 static int add_rules(tune_file_t *tf, coll_kind_t coll, int nranks, tune_link_t link, const sweep_result_t *r)
@@ -287,8 +354,12 @@ static chorus_result_t sweep_all(chorus_comm_t comm, tune_link_t link, double ma
     /* Turn after turn of the whole sweep, so that the turns of one point lie spread over it: the AMD EPYC
      * machine runs in stretches of seconds to minutes in which the shared-memory rings take several times
      * as long (docs/tuning.md, "Two modes"), and five turns back to back fell into one stretch together. */
+    sweep_settle_t settle = {.start = time_now_ns(), .bytes = fmin(TUNE_CACHE_BYTES, max_bytes)};
     for (int rep = 0; res == CHORUS_SUCCESS && rep < TUNE_REPS; rep++)
-        for (int c = 0; res == CHORUS_SUCCESS && c < NCOLLS; c++) res = sweep_turn(&s, &sc[c], rep);
+        for (int c = 0; res == CHORUS_SUCCESS && c < NCOLLS; c++) {
+            res = sweep_settle(&s, &settle, colls[c], rep);
+            if (res == CHORUS_SUCCESS) res = sweep_turn(&s, &sc[c], rep);
+        }
     for (int c = 0; res == CHORUS_SUCCESS && c < NCOLLS; c++) {
         sweep_coll_finish(&s, &sc[c]);
         if (rules && s.rank == 0 && add_rules(tf, colls[c], s.nranks, link, &sc[c].result) != 0)
