@@ -468,7 +468,8 @@ int main(int argc, char **argv)
                     "                     file from passes minutes apart is less the one phase it was measured in\n"
                     "  --fit              also time every algorithm of every collective on N ranks, 1M to SIZE\n"
                     "                     bytes, and write each one's efficiency: its time over the model's price\n"
-                    "                     past the latencies (a minute or so)\n"
+                    "                     past the latencies (a few minutes: it waits out the machine's slow\n"
+                    "                     stretches, at most about as long again)\n"
                     "  --rules            --fit from 1K, and write the fastest at each size as rules\n"
                     "  --max-bytes SIZE   the sweep's largest size, at least 1K (default 64M)\n",
                     out, TUNE_MEDIAN_MAX, TUNE_PASSES);
