@@ -99,15 +99,13 @@ static double tune_cache_working_set(double s) { return 2.0 * TUNE_CACHE_BYTES *
 
 /* The memory share by a profile, at the call's working set: from the working set of the calls that
  * measured the cache figures to that of the memory figures' (two TUNE_MEMORY_BYTES buffers). The links'
- * and the arena's profiles were measured by every rank at once and are read at the working set per core
- * (the call's buffers for each of the s ranks a core runs); the local copy's by one rank alone, the
- * last-level cache all its own, and it is read at the host's working set (the buffers of every rank on
- * the host, which share that cache: read per core, the 2-rank direct Broadcast and AllGather of 16 MiB
- * measured 1.55 times their prices, the root's copies priced as if half the host's buffers were there;
- * docs/tuning.md, "The copies' working set"). The cache figures of the links and the arena were measured
- * by every rank at once (TUNE_CACHE_BYTES in all for each rank a core runs), the local copy's and the
- * reduction's by one rank alone (TUNE_CACHE_BYTES, whatever s). -1 where the profile cannot say (fewer
- * than two points, or no slower at the memory end). */
+ * and the arena's profiles and cache figures were measured by every rank at once (TUNE_CACHE_BYTES in all
+ * for each rank a core runs) and are read at the working set per core (the call's buffers for each of the
+ * s ranks a core runs). The local copy's and the reduction's were measured by one rank alone
+ * (TUNE_CACHE_BYTES, whatever s), the last-level cache all its own, and are read at the host's working
+ * set, every rank's buffers, which share that cache (read per core, the 2-rank direct Broadcast and
+ * AllGather of 16 MiB measured 1.55 times their prices: docs/tuning.md, "The copies' working set"). -1
+ * where the profile cannot say (fewer than two points, or no slower at the memory end). */
 static double tune_profile_share(const tune_params_t *tp, tune_profile_kind_t kind, const tune_comm_t *tc,
                                  double buffers)
 {
