@@ -22,9 +22,17 @@ void prims_copy_out(const prims_t *p, void *dst, const void *src, size_t n, size
     copy_out_part(dst, src, n, prims_stream_whole(p, whole));
 }
 
+/* What prims_slots_streaming answers: the choice of c's class after a copy of n bytes by it. */
+static void prims_slot_copied(prims_t *p, const copy_shared_t *c, size_t n)
+{
+    if (n >= COPY_SHARED_MIN) p->slots_streaming = copy_shared_streams(c, n);
+}
+
 void prims_copy_slot(prims_t *p, void *slot, const void *src, size_t n)
 {
-    copy_shared(&p->slot_copy[copy_shared_class(n)], slot, src, n);
+    copy_shared_t *c = &p->slot_copy[copy_shared_class(n)];
+    copy_shared(c, slot, src, n);
+    prims_slot_copied(p, c, n);
 }
 
 void prims_copy_slot_pieces(prims_t *p, char *slot, const char *src, size_t stride, size_t piece, int count,
@@ -37,11 +45,19 @@ void prims_copy_slot_pieces(prims_t *p, char *slot, const char *src, size_t stri
     for (int q = 0; q < count; q++)
         if (q != skip) copy_shared_piece(&run, slot + (size_t)q * piece, src + (size_t)q * stride, piece);
     copy_shared_end(c, &run);
+    prims_slot_copied(p, c, total);
 }
 
 int prims_slot_streams(const prims_t *p, size_t n)
 {
     return copy_shared_streams(&p->slot_copy[copy_shared_class(n)], n);
+}
+
+int prims_slots_streaming(const prims_t *p) { return p->slots_streaming; }
+
+void prims_fix_slot_stores(prims_t *p, int streamed)
+{
+    for (int k = 0; k < COPY_SHARED_CLASSES; k++) copy_shared_fix(&p->slot_copy[k], streamed);
 }
 
 chorus_result_t prims_scratch(prims_t *p, int slot, size_t bytes, void **buf_p)

@@ -48,6 +48,12 @@ void prims_copy_slot_pieces(prims_t *p, char *slot, const char *src, size_t stri
 /* Whether prims_copy_slot of n bytes streams now: then data computed for a slot (a combination) is better
  * computed in scratch and copied in with it than written into the slot in place. */
 int prims_slot_streams(const prims_t *p, size_t n);
+/* Whether this rank's latest copy into its slots of COPY_SHARED_MIN bytes or more (of any size class)
+ * chose streamed stores: the sign of a slow stretch of the machine's caches, where each store would first
+ * take its line back from the peer that read it (util/copy.h, copy_shared). */
+int prims_slots_streaming(const prims_t *p);
+/* Every copy into this rank's slots takes plain stores (streamed 0) or streamed ones (1), not timed. */
+void prims_fix_slot_stores(prims_t *p, int streamed);
 /* Scratch memory owned by the communicator, valid until the operation ends; slot 0 and 1 are independent
  * buffers (for double buffering). Contents are undefined. */
 chorus_result_t prims_scratch(prims_t *p, int slot, size_t bytes, void **buf_p);

@@ -70,6 +70,7 @@ struct prims {
     int single_copy;           /* every rank can read every other's memory (process_vm_readv) */
     copy_shared_t slot_copy[COPY_SHARED_CLASSES]; /* how this rank's copies into its slots went lately, per
                                                    * size class (prims_copy_slot) */
+    int slots_streaming; /* the latest such copy's class chose streamed stores (prims_slots_streaming) */
     uint8_t arena_probe[SHM_ARENA_TOKEN_BYTES]; /* the arena's token, read by peers to prove single copy */
     /* Scratch, grown on demand, freed with the communicator. */
     void *scratch[2];

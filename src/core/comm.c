@@ -320,8 +320,14 @@ static chorus_result_t comm_setup_single_copy(chorus_comm_t comm)
  * single-copy reads, checked next. */
 static chorus_result_t comm_setup_arena(chorus_comm_t comm, const bootstrap_t *bs)
 {
-    if (comm->nranks < 2 || comm->nhosts != 1) return CHORUS_SUCCESS;
     prims_t *p = &comm->prims;
+    const char *stores = comm->params.shm_slot_stores;
+    if (strcmp(stores, "plain") == 0 || strcmp(stores, "streamed") == 0)
+        prims_fix_slot_stores(p, stores[0] == 's');
+    else if (strcmp(stores, "auto") != 0)
+        return comm_error(comm, CHORUS_ERR_INVALID_ARGUMENT, "CHORUS_SHM_SLOT_STORES=%s: use auto, plain or streamed",
+                          stores);
+    if (comm->nranks < 2 || comm->nhosts != 1) return CHORUS_SUCCESS;
     p->tag = ARENA_SETUP_TAG;
     p->fp = (prims_fingerprint_t){0};
     p->op_name = "init (host arena)";

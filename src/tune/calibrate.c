@@ -501,6 +501,7 @@ typedef struct tune_shared {
     int32_t mode;
     int32_t cores; /* rank 0's: ranks with other affinity masks still choose alike */
     int32_t inside; /* rank 0's tune_comm_t.inside */
+    int32_t arena_streaming; /* rank 0's slot copies streamed in the measurement or the look (watch.c) */
     char error[256]; /* rank 0's trouble with the tuning file, or empty */
 } tune_shared_t;
 
@@ -533,6 +534,7 @@ chorus_result_t tune_setup(prims_t *p, tune_state_t *ts, int calibrate, char *er
         shared->mode = (int32_t)ts->mode;
         shared->cores = ts->comm.cores;
         shared->inside = (int32_t)ts->comm.inside;
+        shared->arena_streaming = prims_slots_streaming(p);
         snprintf(shared->error, sizeof(shared->error), "%s", err);
     }
     coll_args_t share = {.coll = COLL_BROADCAST, .sendbuf = shared, .recvbuf = shared, .count = sizeof(*shared),
@@ -546,6 +548,7 @@ chorus_result_t tune_setup(prims_t *p, tune_state_t *ts, int calibrate, char *er
         ts->mode = (tune_mode_t)shared->mode;
         tune_comm_set_cores(&ts->comm, shared->cores);
         ts->comm.inside = (tune_link_t)shared->inside;
+        ts->arena_streaming = shared->arena_streaming;
         tune_comm_set_single_copy(&ts->comm, &ts->file.params);
     }
     free(shared);

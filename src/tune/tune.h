@@ -286,6 +286,9 @@ typedef struct tune_state {
      * per look, 0 off (CHORUS_TUNE_WATCH). */
     struct tune_watch *watch[2][COLL_COUNT][TUNE_BUCKETS];
     int watch_calls;
+    /* At the latest look, some rank's latest copy into its arena slots streamed (prims_slots_streaming);
+     * before the first, rank 0's after the measurement at init: the same on every rank. */
+    int arena_streaming;
 } tune_state_t;
 
 /* The algorithm for a call: what cfg forces (CHORUS_ALGO narrowing the choice), then the tuning file's

@@ -19,6 +19,10 @@ struct tune_watch {
      * held off last time. */
     double last[TUNE_WATCH_ALGOS], low[TUNE_WATCH_ALGOS];
     int hold[TUNE_WATCH_ALGOS], held[TUNE_WATCH_ALGOS];
+    /* algos[single] works by single copy, where algos[0] works in the host arena alone, among a built-in
+     * rule's several (-1: none such); stretch: the watch began on it, algos[0] not yet run, for a stretch
+     * of streamed slot copies (tune_watch_get). */
+    int single, stretch;
     int calls;         /* of the current look */
     int tries;         /* looks in a row that called for a try */
     double seconds[TUNE_WATCH_MAX_CALLS];
@@ -33,12 +37,17 @@ static algo_run_fn tune_watch_look_algo(const tune_comm_t *tc)
     return tc->caps.direct ? allreduce_oneshot : allreduce_rd;
 }
 
-/* The agreement: every rank's figure, the smallest of them, on every rank. */
-static chorus_result_t tune_watch_min(prims_t *p, const tune_comm_t *tc, double *v)
+/* The agreement: every rank's figure, the smallest of them, and whether any rank's slot copies stream, on
+ * every rank. */
+static chorus_result_t tune_watch_agree(prims_t *p, const tune_comm_t *tc, double *v, int *streaming)
 {
-    coll_args_t a = {.coll = COLL_ALLREDUCE, .sendbuf = v, .recvbuf = v, .count = 1, .dtype = chorus_float64,
-                     .op = chorus_min};
-    return tune_watch_look_algo(tc)(p, &a);
+    double both[2] = {*v, -(double)*streaming};
+    coll_args_t a = {.coll = COLL_ALLREDUCE, .sendbuf = both, .recvbuf = both, .count = 2,
+                     .dtype = chorus_float64, .op = chorus_min};
+    CHECK(tune_watch_look_algo(tc)(p, &a));
+    *v = both[0];
+    *streaming = both[1] < 0;
+    return CHORUS_SUCCESS;
 }
 
 /* What a look's agreement costs by the model. */
@@ -48,7 +57,7 @@ static double tune_watch_look_price(const tune_state_t *ts)
     const algo_desc_t *table = algo_registry(&count);
     algo_run_fn run = tune_watch_look_algo(&ts->comm);
     for (size_t i = 0; i < count; i++)
-        if (table[i].run == run) return tune_predict(&ts->file.params, &ts->comm, &table[i], sizeof(double));
+        if (table[i].run == run) return tune_predict(&ts->file.params, &ts->comm, &table[i], 2 * sizeof(double));
     return 0;
 }
 
@@ -92,9 +101,13 @@ static void tune_watch_fill(const tune_state_t *ts, tune_watch_t *w, const coll_
         return;
     w->nalgos = k < TUNE_WATCH_ALGOS ? k : TUNE_WATCH_ALGOS;
     w->close = among.close;
+    w->single = -1;
     for (int i = 0; i < w->nalgos; i++) {
         w->algos[i] = all[i].d;
         w->last[i] = w->low[i] = INFINITY;
+        if (w->close && ts->comm.caps.oversubscribed && w->single < 0 && (w->algos[i]->needs & ALGO_NEEDS_SINGLE_COPY) &&
+            (chosen->needs & (ALGO_NEEDS_DIRECT | ALGO_NEEDS_SINGLE_COPY)) == ALGO_NEEDS_DIRECT)
+            w->single = i;
     }
 }
 
@@ -113,6 +126,15 @@ chorus_result_t tune_watch_get(tune_state_t *ts, const coll_args_t *a, tune_amon
         if (!w->nalgos) {
             free(w);
             w = &tune_watch_none;
+        } else if (ts->arena_streaming && w->single >= 0 && 2.0 * (double)bytes <= ts->comm.cache_share) {
+            /* The first choice, held off as one left at a look, then expected at its price (tune_watch_decide). */
+            w->stretch = 1;
+            w->run = w->single;
+            w->hold[0] = w->held[0] = 2;
+            LOG_INFO(LOG_SUB_TUNING, "%s of %zu bytes on %d ranks: the copies into the arena's slots stream on some "
+                     "rank (a slow stretch of the caches): %s, and %s after %d looks (CHORUS_TUNE_WATCH=0 keeps the "
+                     "first choice)", coll_name(a->coll), bytes, ts->comm.nranks, w->algos[w->run]->name,
+                     w->algos[0]->name, w->hold[0]);
         }
         *slot = w;
     }
@@ -175,9 +197,10 @@ const algo_desc_t *tune_watch_decide(tune_state_t *ts, tune_watch_t *w, const co
     int explore = seen == 1 && w->last[cur] > TUNE_WATCH_MARGIN && !algo_in_place(a, ts->comm.nranks);
     for (int i = 0; i < w->nalgos; i++) {
         double over = i == cur || w->hold[i] > 0 ? w->last[i] : tune_watch_best(w, i);
-        expect[i] = isfinite(w->last[i]) ? price[i] * over
-                    : explore            ? (w->close ? price[cur] : price[i]) * TUNE_WATCH_MARGIN
-                                         : INFINITY;
+        expect[i] = isfinite(w->last[i])   ? price[i] * over
+                    : i == 0 && w->stretch ? (w->hold[0] > 0 ? INFINITY : price[0])
+                    : explore              ? (w->close ? price[cur] : price[i]) * TUNE_WATCH_MARGIN
+                                           : INFINITY;
     }
     for (int i = 0; i < w->nalgos; i++)
         if (expect[i] < expect[best]) best = i;
@@ -229,7 +252,11 @@ chorus_result_t tune_watch_after(prims_t *p, tune_state_t *ts, tune_watch_t *w, 
      * the caches) does not count; a choice that runs slow runs slow at most of the calls. */
     qsort(w->seconds, (size_t)calls, sizeof(double), tune_watch_cmp);
     double quartile = w->seconds[calls / 4];
-    CHECK(tune_watch_min(p, &ts->comm, &quartile));
+    int streaming = prims_slots_streaming(p);
+    CHECK(tune_watch_agree(p, &ts->comm, &quartile, &streaming));
+    if (streaming != ts->arena_streaming)
+        LOG_DEBUG(LOG_SUB_TUNING, "the copies into the arena's slots %s on some rank", streaming ? "stream" : "no longer stream");
+    ts->arena_streaming = streaming;
     tune_watch_decide(ts, w, a, quartile);
     return CHORUS_SUCCESS;
 }

@@ -96,6 +96,10 @@ static double copy_shared_best(const copy_shared_t *c)
 void copy_shared_begin(copy_shared_t *c, copy_shared_run_t *r, size_t n)
 {
     *r = (copy_shared_run_t){.n = n, .timed = n >= COPY_SHARED_MIN && __builtin_cpu_supports("avx2")};
+    if (c->fixed) {
+        r->streamed = r->timed && c->streamed;
+        r->timed = 0;
+    }
     if (!r->timed) return;
     if (c->next == 0) c->next = COPY_SHARED_TRY_MIN;
     double best = copy_shared_best(c);
@@ -136,6 +140,11 @@ void copy_shared_end(copy_shared_t *c, const copy_shared_run_t *r)
     }
 }
 
+void copy_shared_fix(copy_shared_t *c, int streamed)
+{
+    *c = (copy_shared_t){.fixed = 1, .streamed = streamed && __builtin_cpu_supports("avx2")};
+}
+
 void copy_shared(copy_shared_t *c, void *dst, const void *src, size_t n)
 {
     copy_shared_run_t r;
@@ -161,6 +170,11 @@ void copy_out_part(void *dst, const void *src, size_t n, size_t whole)
 {
     (void)whole;
     memcpy(dst, src, n);
+}
+void copy_shared_fix(copy_shared_t *c, int streamed)
+{
+    (void)streamed;
+    *c = (copy_shared_t){.fixed = 1};
 }
 void copy_shared_begin(copy_shared_t *c, copy_shared_run_t *r, size_t n)
 {

@@ -104,6 +104,7 @@ typedef struct copy_shared {
     unsigned copies;  /* copies by the chosen method since the last comparison */
     unsigned next;    /* the copy at which the other method is tried (0: not begun) */
     int streamed;     /* the method chosen: plain (0) or non-temporal (1) stores */
+    int fixed;        /* 1: the method is streamed, not chosen and not timed (copy_shared_fix) */
 } copy_shared_t;
 
 /* The size classes that keep a choice each: from COPY_SHARED_MIN, by factors of 4 (4-16 KiB, 16-64 KiB, ...,
@@ -134,6 +135,9 @@ typedef struct copy_shared_run {
 void copy_shared_begin(copy_shared_t *c, copy_shared_run_t *r, size_t n);
 void copy_shared_piece(const copy_shared_run_t *r, void *dst, const void *src, size_t n);
 void copy_shared_end(copy_shared_t *c, const copy_shared_run_t *r);
+/* Every copy by c takes plain stores (streamed 0) or streamed ones (1, where the processor can stream), no
+ * longer timed: the knob CHORUS_SHM_SLOT_STORES. */
+void copy_shared_fix(copy_shared_t *c, int streamed);
 /* Whether copy_shared of n bytes streams now, but for a trial of plain stores. */
 static inline int copy_shared_streams(const copy_shared_t *c, size_t n) { return n >= COPY_SHARED_MIN && c->streamed; }
 
