@@ -328,7 +328,12 @@ const algo_desc_t *tune_select_again(tune_state_t *ts, const coll_args_t *a, con
  *   last ran;
  * - an algorithm left is held off (expected as it last ran) for 2 looks, then 4, 8 ... 64 while it keeps
  *   running slow when it runs again; then it is expected at its best again, or at its price where its
- *   best was above it (a best found in a slow stretch says nothing once the stretch has passed).
+ *   best was above it (a best found in a slow stretch says nothing once the stretch has passed);
+ * - while some rank's copies into its arena slots stream (arena_streaming: they do in the slow stretches
+ *   alone), a new bucket where a built-in rule left an algorithm working in the arena and a single-copy
+ *   one to the model starts on single copy, the first choice held off 2 looks as if left at one, where
+ *   ranks outnumber the cores and each rank's buffers fit its share of the cache (past it both stream
+ *   through memory and the direct AllToAll still led: docs/tuning.md, "Watching the choices").
  * Only calls priced at TUNE_WATCH_MIN_RATIO times a look's own price or more are watched: a look costs
  * them at most 1 / (TUNE_WATCH_MIN_RATIO watch_calls) of their time.
  */

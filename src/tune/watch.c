@@ -105,7 +105,8 @@ static void tune_watch_fill(const tune_state_t *ts, tune_watch_t *w, const coll_
     for (int i = 0; i < w->nalgos; i++) {
         w->algos[i] = all[i].d;
         w->last[i] = w->low[i] = INFINITY;
-        if (w->close && ts->comm.caps.oversubscribed && w->single < 0 && (w->algos[i]->needs & ALGO_NEEDS_SINGLE_COPY) &&
+        if (w->close && ts->comm.caps.oversubscribed && w->single < 0 &&
+            (w->algos[i]->needs & ALGO_NEEDS_SINGLE_COPY) &&
             (chosen->needs & (ALGO_NEEDS_DIRECT | ALGO_NEEDS_SINGLE_COPY)) == ALGO_NEEDS_DIRECT)
             w->single = i;
     }
@@ -127,7 +128,7 @@ chorus_result_t tune_watch_get(tune_state_t *ts, const coll_args_t *a, tune_amon
             free(w);
             w = &tune_watch_none;
         } else if (ts->arena_streaming && w->single >= 0 && 2.0 * (double)bytes <= ts->comm.cache_share) {
-            /* The first choice, held off as one left at a look, then expected at its price (tune_watch_decide). */
+            /* A stretch of streamed slot copies (tune.h): the first choice held off as one left at a look. */
             w->stretch = 1;
             w->run = w->single;
             w->hold[0] = w->held[0] = 2;
@@ -255,7 +256,8 @@ chorus_result_t tune_watch_after(prims_t *p, tune_state_t *ts, tune_watch_t *w, 
     int streaming = prims_slots_streaming(p);
     CHECK(tune_watch_agree(p, &ts->comm, &quartile, &streaming));
     if (streaming != ts->arena_streaming)
-        LOG_DEBUG(LOG_SUB_TUNING, "the copies into the arena's slots %s on some rank", streaming ? "stream" : "no longer stream");
+        LOG_DEBUG(LOG_SUB_TUNING, "the copies into the arena's slots %s", streaming ? "stream on some rank"
+                                                                                     : "stream on no rank");
     ts->arena_streaming = streaming;
     tune_watch_decide(ts, w, a, quartile);
     return CHORUS_SUCCESS;

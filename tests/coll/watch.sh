@@ -12,9 +12,9 @@
 # likewise. CHORUS_TUNE_WATCH=0 takes no look, and a value past 64 fails init naming the knob. A stretch of
 # streamed copies into the arena's slots (CHORUS_SHM_SLOT_STORES=streamed stands in for one: no slow
 # stretch comes on demand) starts the 8-rank AllToAll of 512 KiB, where a built-in rule leaves the direct
-# and the single-copy one to the model, on single copy on every rank once a look has found it, the direct one held off two looks
-# (then the watch may run it again); with plain stores it starts on the model's choice; an unknown value
-# fails init.
+# and the single-copy one to the model, on single copy on every rank once a look has found it, the direct
+# one held off two looks (then the watch may run it again); with plain stores it starts on the model's
+# choice; an unknown value fails init.
 # Usage: watch.sh CHORUSRUN CHORUS_PERF
 set -u
 chorusrun=$1 perf=$2
@@ -92,10 +92,18 @@ CHORUS_TUNE_WATCH=65 timeout 60 "$chorusrun" -n 2 "$perf" allreduce -b 1M -e 1M 
 if grep -q "CHORUS_TUNE_WATCH=65: use 0 (off) to 64" "$out"; then ok; else bad "65: no error naming the knob"; fi
 
 # 5. A stretch of streamed slot copies, 8 ranks (more than the cores: where the rule applies).
-stretch() { grep "CHORUS INFO TUNING .*copies into the arena's slots stream" "$out" | grep "\[$1\]" | sed 's/^[^]]*] //'; }
+stretch() {
+    grep "CHORUS INFO TUNING .*copies into the arena's slots stream" "$out" | grep "\[$1\]" | sed 's/^[^]]*] //'
+}
 # Figures for the arena and single copy that make every call watched and the direct one the model's
 # choice; no measurement at init, so the first look of 256 KiB finds the stretch, and 512 KiB starts in it.
-printf 'chorus-tuning 1\nalpha arena 0.1us\nbeta arena cache 1GB/s\nbeta arena memory 1GB/s\nbeta cma cache 0.1GB/s\nbeta cma memory 0.1GB/s\nbeta cma-read cache 0.1GB/s\nbeta cma-read memory 0.1GB/s\n' >"$figures"
+{
+    echo 'chorus-tuning 1'
+    echo 'alpha arena 0.1us'
+    for r in cache memory; do
+        printf 'beta arena %s 1GB/s\nbeta cma %s 0.1GB/s\nbeta cma-read %s 0.1GB/s\n' $r $r $r
+    done
+} >"$figures"
 stretch_run() {
     CHORUS_TUNING_FILE=$figures CHORUS_TUNE_CALIBRATE=0 CHORUS_SHM_SLOT_STORES=$1 CHORUS_LOG_LEVEL=DEBUG \
         CHORUS_LOG_SUBSYS=TUNING,SHM CHORUS_TIMEOUT=60s \
@@ -109,13 +117,15 @@ else
     if [ $rc != 0 ]; then bad "stretch: exit status $rc"
     elif grep -q "no single-copy reads" "$out"; then echo "skipped: stretch (no single-copy reads here)"
     elif ! agree stretch 8; then :
-    elif [ "$(stretch 0 | grep -c "alltoall of 524288 bytes on 8 ranks: .*: cma, and direct after 2 looks")" != 1 ]; then
+    elif [ "$(stretch 0 | grep -c "alltoall of 524288 bytes on 8 ranks: .*: cma, and direct after 2 looks")" != 1 ]
+    then
         bad "stretch: rank 0 did not start the AllToAll on single copy"
     else
         same=1
         for r in 1 2 3 4 5 6 7; do [ "$(stretch 0)" = "$(stretch $r)" ] || same=0; done
         if [ $same = 0 ]; then bad "stretch: the ranks did not all start alike"
-        elif ! grep "\[0\] CHORUS DEBUG TUNING" "$out" | grep -q "alltoall of 524288 bytes: direct is no longer held off"; then
+        elif ! grep "\[0\] CHORUS DEBUG TUNING" "$out" | grep -q "alltoall of 524288 bytes: direct is no longer held"
+        then
             bad "stretch: direct was never let run again"
         else ok; fi
     fi
@@ -126,7 +136,8 @@ else
     else ok; fi
 fi
 CHORUS_SHM_SLOT_STORES=fast timeout 60 "$chorusrun" -n 2 "$perf" alltoall -b 1M -e 1M -n 1 -w 0 >"$out" 2>&1
-if grep -q "CHORUS_SHM_SLOT_STORES=fast: use auto, plain or streamed" "$out"; then ok; else bad "fast: no error naming the knob"; fi
+if grep -q "CHORUS_SHM_SLOT_STORES=fast: use auto, plain or streamed" "$out"; then ok
+else bad "fast: no error naming the knob"; fi
 
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]
