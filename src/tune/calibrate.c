@@ -501,7 +501,6 @@ typedef struct tune_shared {
     int32_t mode;
     int32_t cores; /* rank 0's: ranks with other affinity masks still choose alike */
     int32_t inside; /* rank 0's tune_comm_t.inside */
-    int32_t arena_streaming; /* rank 0's slot copies streamed in the measurement or the look (watch.c) */
     char error[256]; /* rank 0's trouble with the tuning file, or empty */
 } tune_shared_t;
 
@@ -527,6 +526,12 @@ chorus_result_t tune_setup(prims_t *p, tune_state_t *ts, int calibrate, char *er
         calibrate = !here;
     }
     if (calibrate) CHECK(tune_measure(p, ts, 0));
+    /* Whether some rank's copies into its slots streamed in the measurement or the look (watch.c). */
+    int32_t streaming = prims_slots_streaming(p);
+    coll_args_t any = {.coll = COLL_ALLREDUCE, .sendbuf = &streaming, .recvbuf = &streaming, .count = 1,
+                       .dtype = chorus_int32, .op = chorus_max};
+    CHECK(allreduce_rd(p, &any));
+    ts->arena_streaming = streaming;
     tune_shared_t *shared = calloc(1, sizeof(*shared));
     if (!shared) return CHORUS_ERR_NO_MEMORY;
     if (me == 0) {
@@ -534,7 +539,6 @@ chorus_result_t tune_setup(prims_t *p, tune_state_t *ts, int calibrate, char *er
         shared->mode = (int32_t)ts->mode;
         shared->cores = ts->comm.cores;
         shared->inside = (int32_t)ts->comm.inside;
-        shared->arena_streaming = prims_slots_streaming(p);
         snprintf(shared->error, sizeof(shared->error), "%s", err);
     }
     coll_args_t share = {.coll = COLL_BROADCAST, .sendbuf = shared, .recvbuf = shared, .count = sizeof(*shared),
@@ -548,7 +552,6 @@ chorus_result_t tune_setup(prims_t *p, tune_state_t *ts, int calibrate, char *er
         ts->mode = (tune_mode_t)shared->mode;
         tune_comm_set_cores(&ts->comm, shared->cores);
         ts->comm.inside = (tune_link_t)shared->inside;
-        ts->arena_streaming = shared->arena_streaming;
         tune_comm_set_single_copy(&ts->comm, &ts->file.params);
     }
     free(shared);

@@ -287,7 +287,7 @@ typedef struct tune_state {
     struct tune_watch *watch[2][COLL_COUNT][TUNE_BUCKETS];
     int watch_calls;
     /* At the latest look, some rank's latest copy into its arena slots streamed (prims_slots_streaming);
-     * before the first, rank 0's after the measurement at init: the same on every rank. */
+     * before the first, after the measurement at init: agreed, the same on every rank. */
     int arena_streaming;
 } tune_state_t;
 
