@@ -332,8 +332,9 @@ const algo_desc_t *tune_select_again(tune_state_t *ts, const coll_args_t *a, con
  * - while some rank's copies into its arena slots stream (arena_streaming: they do in the slow stretches
  *   alone), a new bucket where a built-in rule left an algorithm working in the arena and a single-copy
  *   one to the model starts on single copy, the first choice held off 2 looks as if left at one, where
- *   ranks outnumber the cores and each rank's buffers fit its share of the cache (past it both stream
- *   through memory and the direct AllToAll still led: docs/tuning.md, "Watching the choices").
+ *   ranks outnumber the cores and each rank's buffers fit its share of the cache (the sign can outlast
+ *   the stretch, and past the cache single copy then costs what the direct algorithm's fast times save;
+ *   within it, it does not: docs/tuning.md, "Watching the choices").
  * Only calls priced at TUNE_WATCH_MIN_RATIO times a look's own price or more are watched: a look costs
  * them at most 1 / (TUNE_WATCH_MIN_RATIO watch_calls) of their time.
  */

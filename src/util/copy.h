@@ -104,7 +104,7 @@ typedef struct copy_shared {
     unsigned copies;  /* copies by the chosen method since the last comparison */
     unsigned next;    /* the copy at which the other method is tried (0: not begun) */
     int streamed;     /* the method chosen: plain (0) or non-temporal (1) stores */
-    int fixed;        /* 1: the method is streamed, not chosen and not timed (copy_shared_fix) */
+    int fixed;        /* 1: streamed holds the method, neither chosen nor timed (copy_shared_fix) */
 } copy_shared_t;
 
 /* The size classes that keep a choice each: from COPY_SHARED_MIN, by factors of 4 (4-16 KiB, 16-64 KiB, ...,
