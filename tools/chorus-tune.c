@@ -94,6 +94,17 @@ static chorus_result_t sweep_time(const sweep_t *s, coll_kind_t coll, double n, 
     return res;
 }
 
+/* Calls of `algo` only, for coll, from now on (every rank alike). */
+static chorus_result_t sweep_force(const sweep_t *s, coll_kind_t coll, const char *algo)
+{
+    char forced[96];
+    snprintf(forced, sizeof(forced), "%s:%s", coll_name(coll), algo);
+    return comm_set_algo(s->comm, forced);
+}
+
+/* Timed calls for about TUNE_BUDGET_S, from one call's seconds (2 to 1000). */
+static int sweep_iters(double once) { return (int)fmin(1000, fmax(2, TUNE_BUDGET_S / fmax(once, 1e-7))); }
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -150,17 +161,15 @@ static chorus_result_t sweep_turn(const sweep_t *s, sweep_coll_t *sc, int rep)
 {
     size_t count;
     const algo_desc_t *table = algo_registry(&count);
-    char forced[96];
     for (int k = 0; k < sc->result.nsizes; k++) {
         double n = sc->result.size[k], best = INFINITY;
         for (int a = 0; a < sc->nalgos; a++) {
             if (k >= sc->until[a]) continue;
-            snprintf(forced, sizeof(forced), "%s:%s", coll_name(sc->coll), table[sc->algos[a]].name);
-            CHECK(comm_set_algo(s->comm, forced));
+            CHECK(sweep_force(s, sc->coll, table[sc->algos[a]].name));
             /* One call, then as many warm-up calls as timed ones, as chorus-perf's defaults do. */
             double once, warm;
             CHECK(sweep_time(s, sc->coll, n, 1, &once));
-            if (rep == 0) sc->iters[a][k] = (int)fmin(1000, fmax(2, TUNE_BUDGET_S / fmax(once, 1e-7)));
+            if (rep == 0) sc->iters[a][k] = sweep_iters(once);
             CHECK(sweep_time(s, sc->coll, n, sc->iters[a][k], &warm));
             CHECK(sweep_time(s, sc->coll, n, sc->iters[a][k], &sc->t[a][k][rep]));
             best = fmin(best, sc->t[a][k][rep]);
@@ -170,8 +179,7 @@ static chorus_result_t sweep_turn(const sweep_t *s, sweep_coll_t *sc, int rep)
          * direct one in the grid after). */
         for (int a = 0; rep == 0 && n >= TUNE_DROP_FROM && a < sc->nalgos; a++) {
             if (k >= sc->until[a] || sc->t[a][k][rep] <= best * TUNE_DROP_OVER) continue;
-            snprintf(forced, sizeof(forced), "%s:%s", coll_name(sc->coll), table[sc->algos[a]].name);
-            CHECK(comm_set_algo(s->comm, forced));
+            CHECK(sweep_force(s, sc->coll, table[sc->algos[a]].name));
             CHECK(sweep_time(s, sc->coll, n, sc->iters[a][k], &sc->t[a][k][rep]));
             if (sc->t[a][k][rep] > best * TUNE_DROP_OVER) sc->until[a] = k + 1;
         }
@@ -274,12 +282,10 @@ static chorus_result_t settle_may_wait(const sweep_t *s, const sweep_settle_t *s
 /* One look: seconds a call of the ring AllGather (the same on every rank). */
 static chorus_result_t settle_look(const sweep_t *s, sweep_settle_t *st, double *sec_p)
 {
-    char forced[64];
-    snprintf(forced, sizeof(forced), "%s:ring", coll_name(COLL_ALLGATHER));
-    CHECK(comm_set_algo(s->comm, forced));
+    CHECK(sweep_force(s, COLL_ALLGATHER, "ring"));
     double once;
     CHECK(sweep_time(s, COLL_ALLGATHER, st->bytes, 1, &once));
-    if (!st->iters) st->iters = (int)fmin(1000, fmax(2, TUNE_BUDGET_S / fmax(once, 1e-7)));
+    if (!st->iters) st->iters = sweep_iters(once);
     CHECK(sweep_time(s, COLL_ALLGATHER, st->bytes, st->iters, sec_p));
     return comm_set_algo(s->comm, getenv("CHORUS_ALGO"));
 }
