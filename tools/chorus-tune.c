@@ -55,7 +55,7 @@ static int fail(chorus_comm_t comm, const char *what, chorus_result_t res)
 #define TUNE_REPS 5           /* each algorithm's time at a size: the median of this many turns */
 #define TUNE_BUDGET_S 3e-3    /* a turn's timed calls take about this long, and as many warm it up */
 #define TUNE_KEEP_WITHIN 1.05 /* the previous size's winner stays while within 5 % of the fastest */
-#define TUNE_DROP_OVER 3.0    /* from TUNE_DROP_FROM bytes, an algorithm over 3x the fastest is not */
+#define TUNE_DROP_OVER 3.0    /* from TUNE_DROP_FROM bytes, an algorithm over 3x the fastest (--drop-over) is not */
 #define TUNE_DROP_FROM 1048576.0 /* timed at larger sizes (below, latency can hide a bandwidth winner) */
 
 typedef struct sweep {
@@ -64,6 +64,7 @@ typedef struct sweep {
     void *send, *recv;
     tune_params_t *tp; /* the figures the efficiencies are fitted against, and where they go */
     double from;       /* the sweep's first size */
+    double drop_over;  /* TUNE_DROP_OVER, or --drop-over's (0: none dropped) */
 } sweep_t;
 
 /* One out-of-place call moving n bytes in all, float32 (sum where it reduces), as algo_shape_t counts. */
@@ -125,7 +126,8 @@ typedef struct sweep_coll {
     coll_kind_t coll;
     int nalgos;
     size_t algos[SWEEP_ALGOS_MAX]; /* registry entries */
-    int until[SWEEP_ALGOS_MAX];    /* the sizes an algorithm is timed at: those before this index */
+    int until[SWEEP_ALGOS_MAX];    /* the sizes an algorithm is timed at: those before this index, */
+    int also[SWEEP_ALGOS_MAX];     /* and this one (-1: none), a dropped one's first size mostly in memory */
     int iters[SWEEP_ALGOS_MAX][TUNE_SWEEP_MAX_SIZES];
     double t[SWEEP_ALGOS_MAX][TUNE_SWEEP_MAX_SIZES][TUNE_REPS];
     sweep_result_t result;
@@ -144,6 +146,7 @@ static void sweep_coll_init(const sweep_t *s, coll_kind_t coll, double max_bytes
     for (size_t i = 0; i < count && sc->nalgos < SWEEP_ALGOS_MAX; i++)
         if (table[i].coll == coll && algo_supported(&table[i], comm_algo_caps(s->comm))) {
             sc->until[sc->nalgos] = sc->result.nsizes;
+            sc->also[sc->nalgos] = -1;
             sc->algos[sc->nalgos++] = i;
         }
 }
@@ -154,9 +157,34 @@ static double sweep_median(double *v, int n)
     return v[n / 2];
 }
 
+/* Whether algorithm a of sc is timed at size k. */
+static int sweep_timed(const sweep_coll_t *sc, int a, int k) { return k < sc->until[a] || k == sc->also[a]; }
+
+/* Algorithm a of sc, dropped after size k: where none of the sizes it was timed at lies mostly in memory
+ * (the model's memory share at least a half, as tune_fit_efficiency sorts them), it is timed once more at
+ * the first that does, so that both its efficiencies are fitted. Without it, one dropped at the first size
+ * kept its efficiency in cache for memory too: on 8 ranks and 2 cores of an AMD EPYC virtual machine the
+ * mesh and recursive-doubling AllReduces, dropped at 1 MiB with 3.27 and 3.43 in cache, then ran at 0.33
+ * to 0.42 of their prices from 4 MiB (docs/tuning.md, "Efficiencies: chorus-tune --fit"). */
+static void sweep_drop(const sweep_t *s, sweep_coll_t *sc, int a, int k)
+{
+    size_t count;
+    const algo_desc_t *d = &algo_registry(&count)[sc->algos[a]];
+    const tune_comm_t *tc = comm_tune_comm(s->comm);
+    sc->until[a] = k + 1;
+    for (int i = 0; i < sc->result.nsizes; i++) {
+        double latency, rest, f;
+        tune_predict_parts(s->tp, tc, d, sc->result.size[i], &latency, &rest, &f);
+        if (f < 0.5) continue;
+        if (i > k) sc->also[a] = i;
+        return;
+    }
+}
+
 /* One turn of sc: every algorithm in turn at each size. The first turn times one call to size the
  * others (about TUNE_BUDGET_S, the same on every rank), and from TUNE_DROP_FROM bytes stops timing, at
- * larger sizes, an algorithm over TUNE_DROP_OVER times the fastest of that turn, timed twice. */
+ * larger sizes, an algorithm over s->drop_over times the fastest of that turn, timed twice (but for
+ * one size mostly in memory: sweep_drop). */
 static chorus_result_t sweep_turn(const sweep_t *s, sweep_coll_t *sc, int rep)
 {
     size_t count;
@@ -164,7 +192,7 @@ static chorus_result_t sweep_turn(const sweep_t *s, sweep_coll_t *sc, int rep)
     for (int k = 0; k < sc->result.nsizes; k++) {
         double n = sc->result.size[k], best = INFINITY;
         for (int a = 0; a < sc->nalgos; a++) {
-            if (k >= sc->until[a]) continue;
+            if (!sweep_timed(sc, a, k)) continue;
             CHECK(sweep_force(s, sc->coll, table[sc->algos[a]].name));
             /* One call, then as many warm-up calls as timed ones, as chorus-perf's defaults do. */
             double once, warm;
@@ -172,16 +200,18 @@ static chorus_result_t sweep_turn(const sweep_t *s, sweep_coll_t *sc, int rep)
             if (rep == 0) sc->iters[a][k] = sweep_iters(once);
             CHECK(sweep_time(s, sc->coll, n, sc->iters[a][k], &warm));
             CHECK(sweep_time(s, sc->coll, n, sc->iters[a][k], &sc->t[a][k][rep]));
-            best = fmin(best, sc->t[a][k][rep]);
+            /* The fastest of those not dropped, which is then never dropped itself: a dropped one timed in
+             * memory (sweep_drop) could otherwise drop every other and leave the next size with none. */
+            if (k < sc->until[a]) best = fmin(best, sc->t[a][k][rep]);
         }
         /* Timed a second time before it is dropped, and that time kept: a slow stretch of the machine can
          * cover one timing (one fit dropped the 4-rank ring AllGather at 4 MiB, where it ran close to the
          * direct one in the grid after). */
         for (int a = 0; rep == 0 && n >= TUNE_DROP_FROM && a < sc->nalgos; a++) {
-            if (k >= sc->until[a] || sc->t[a][k][rep] <= best * TUNE_DROP_OVER) continue;
+            if (k >= sc->until[a] || !(s->drop_over > 0) || sc->t[a][k][rep] <= best * s->drop_over) continue;
             CHECK(sweep_force(s, sc->coll, table[sc->algos[a]].name));
             CHECK(sweep_time(s, sc->coll, n, sc->iters[a][k], &sc->t[a][k][rep]));
-            if (sc->t[a][k][rep] > best * TUNE_DROP_OVER) sc->until[a] = k + 1;
+            if (sc->t[a][k][rep] > best * s->drop_over) sweep_drop(s, sc, a, k);
         }
     }
     return comm_set_algo(s->comm, getenv("CHORUS_ALGO")); /* as the run began */
@@ -200,15 +230,16 @@ static void sweep_coll_finish(const sweep_t *s, sweep_coll_t *sc)
         return;
     }
     if (s->rank == 0) {
-        printf("# %s on %d ranks, us per call (median of %d turns; -: dropped, over %.0fx the fastest at a size from "
-               "1M)\n%10s", coll_name(sc->coll), s->nranks, TUNE_REPS, TUNE_DROP_OVER, "bytes");
+        printf("# %s on %d ranks, us per call (median of %d turns; -: dropped, over %gx the fastest at a size from "
+               "1M, but for one size mostly in memory)\n%10s",
+               coll_name(sc->coll), s->nranks, TUNE_REPS, s->drop_over, "bytes");
         for (int a = 0; a < sc->nalgos; a++) printf(" %10s", table[sc->algos[a]].name);
         printf("  fastest\n");
     }
     for (int k = 0; k < out->nsizes; k++) {
         int best = -1;
         for (int a = 0; a < sc->nalgos; a++) {
-            took[a][k] = k < sc->until[a] ? sweep_median(sc->t[a][k], TUNE_REPS) : 0;
+            took[a][k] = sweep_timed(sc, a, k) ? sweep_median(sc->t[a][k], TUNE_REPS) : 0;
             if (took[a][k] > 0 && (best < 0 || took[a][k] < took[best][k])) best = a;
         }
         /* Ties within the noise keep the previous size's winner: fewer rules, and no flapping. */
@@ -228,7 +259,7 @@ static void sweep_coll_finish(const sweep_t *s, sweep_coll_t *sc)
         printf("# efficiency in cache/memory (time over the model's price past the latencies, medians from %.0f MiB):",
                TUNE_FIT_FROM / 1048576);
     for (int a = 0; a < sc->nalgos; a++) {
-        /* The sizes it was timed at (a dropped algorithm was timed up to where it was dropped). */
+        /* The sizes it was timed at (a dropped algorithm up to where it was dropped, and sweep_drop's). */
         double sizes[TUNE_SWEEP_MAX_SIZES], times[TUNE_SWEEP_MAX_SIZES];
         int k = 0;
         for (int i = 0; i < out->nsizes; i++)
@@ -342,9 +373,10 @@ static int add_rules(tune_file_t *tf, coll_kind_t coll, int nranks, tune_link_t 
 /* Times every algorithm of every collective on this communicator and fits their efficiencies into
  * tf->params (whose figures must be this communicator's link's); with `rules`, derives the rules of its
  * rank count and link into tf too (rank 0's counts). */
-static chorus_result_t sweep_all(chorus_comm_t comm, tune_link_t link, double max_bytes, tune_file_t *tf, int rules)
+static chorus_result_t sweep_all(chorus_comm_t comm, tune_link_t link, double max_bytes, double drop_over,
+                                 tune_file_t *tf, int rules)
 {
-    sweep_t s = {.comm = comm, .tp = &tf->params, .from = rules ? TUNE_SWEEP_MIN : TUNE_FIT_FROM};
+    sweep_t s = {.comm = comm, .tp = &tf->params, .from = rules ? TUNE_SWEEP_MIN : TUNE_FIT_FROM, .drop_over = drop_over};
     chorus_comm_rank(comm, &s.rank);
     chorus_comm_size(comm, &s.nranks);
     s.send = tune_alloc((size_t)max_bytes);
@@ -451,6 +483,7 @@ int main(int argc, char **argv)
     const char *out = "chorus-tuning.txt";
     int rules = 0, fit = 0;
     int64_t max_bytes = 64 << 20;
+    double drop_over = TUNE_DROP_OVER;
     passes_t ps = {TUNE_PASSES, 0};
     for (int i = 1; i < argc; i++) {
         char *end = NULL;
@@ -467,13 +500,16 @@ int main(int argc, char **argv)
                  (ps.count = (int)strtol(argv[i + 1], &end, 10), *end == 0) && ps.count >= 1 &&
                  ps.count <= TUNE_MEDIAN_MAX)
             i++;
+        else if (strcmp(argv[i], "--drop-over") == 0 && i + 1 < argc &&
+                 (drop_over = strtod(argv[i + 1], &end), *end == 0) && (drop_over == 0 || drop_over >= 1))
+            i++;
         else if (strcmp(argv[i], "--spread") == 0 && i + 1 < argc &&
                  (ps.spread_s = strtod(argv[i + 1], &end), *end == 0) && ps.spread_s >= 0 && ps.spread_s <= 3600)
             i++;
         else {
             fprintf(stderr,
                     "usage: chorusrun -n N chorus-tune [-o FILE] [--passes K] [--spread S] [--fit | --rules]\n"
-                    "                                  [--max-bytes SIZE]\n"
+                    "                                  [--max-bytes SIZE] [--drop-over X]\n"
                     "  -o FILE            the tuning file to write (default: %s); rules it holds for other rank\n"
                     "                     counts or links, and figures for other shares of the cores, are kept\n"
                     "  --passes K         measure K times, 1 to %d, and write each figure's median (default %d)\n"
@@ -485,8 +521,11 @@ int main(int argc, char **argv)
                     "                     past the latencies (a few minutes: it waits out the machine's slow\n"
                     "                     stretches, at most about as long again)\n"
                     "  --rules            --fit from 1K, and write the fastest at each size as rules\n"
-                    "  --max-bytes SIZE   the sweep's largest size, at least 1K (default 64M)\n",
-                    out, TUNE_MEDIAN_MAX, TUNE_PASSES);
+                    "  --max-bytes SIZE   the sweep's largest size, at least 1K (default 64M)\n"
+                    "  --drop-over X      from 1M, time an algorithm over X times the fastest at a size at larger\n"
+                    "                     sizes no more, but for its first one mostly in memory (X at least 1;\n"
+                    "                     default %g; 0: time every algorithm at every size)\n",
+                    out, TUNE_MEDIAN_MAX, TUNE_PASSES, TUNE_DROP_OVER);
             if (strcmp(argv[i], "-h") != 0)
                 fprintf(stderr, "chorus-tune: cannot use \"%s%s%s\"\n", argv[i], i + 1 < argc ? " " : "",
                         i + 1 < argc ? argv[i + 1] : "");
@@ -510,7 +549,7 @@ int main(int argc, char **argv)
     tune_link_t link, tcp_link = TUNE_LINK_COUNT;
     double share, tcp_share;
     if ((res = measure(comm, &ps, &tf->params, &link, &share)) != CHORUS_SUCCESS) return fail(comm, "measuring", res);
-    if (fit && (res = sweep_all(comm, link, (double)max_bytes, tf, rules)) != CHORUS_SUCCESS)
+    if (fit && (res = sweep_all(comm, link, (double)max_bytes, drop_over, tf, rules)) != CHORUS_SUCCESS)
         return fail(comm, "timing the algorithms", res);
     if (link == TUNE_LINK_SHM) {
         /* The TCP path of this host: a second communicator over loopback (or CHORUS_SOCKET_IFNAME), its
@@ -529,7 +568,7 @@ int main(int argc, char **argv)
         tp->alpha[TUNE_LINK_TCP] = tcp.alpha[TUNE_LINK_TCP];
         memcpy(tp->beta[TUNE_LINK_TCP], tcp.beta[TUNE_LINK_TCP], sizeof(tp->beta[TUNE_LINK_TCP]));
         memcpy(tp->beta_oneway[TUNE_LINK_TCP], tcp.beta_oneway[TUNE_LINK_TCP], sizeof(tp->beta_oneway[TUNE_LINK_TCP]));
-        if (fit && (res = sweep_all(tcp_comm, tcp_link, (double)max_bytes, tf, rules)) != CHORUS_SUCCESS)
+        if (fit && (res = sweep_all(tcp_comm, tcp_link, (double)max_bytes, drop_over, tf, rules)) != CHORUS_SUCCESS)
             return fail(tcp_comm, "timing the algorithms over TCP", res);
         chorus_comm_destroy(tcp_comm);
     }

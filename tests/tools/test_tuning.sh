@@ -237,6 +237,22 @@ CHORUS_TUNING_FILE=$tmp/fit CHORUS_LOG_LEVEL=INFO CHORUS_LOG_SUBSYS=TUNING timeo
 check "a communicator under the fitted file ran and checked its results" "$?"
 logged='CHORUS INFO TUNING efficiencies over shm in cache/memory (.*): allreduce:[a-z]* [0-9.]*/[0-9.]*'
 check "and logged its efficiencies" "$(grep -q "$logged" "$tmp/fit_perf.out" && echo 0 || echo 1)"
+# An algorithm the sweep stops timing (over --drop-over times the fastest at a size) is still timed at
+# its first size mostly in memory, so that its efficiency there is measured, not copied from the cache's:
+# with --drop-over 1 every algorithm but the fastest at 1 MiB is dropped there, and each such column
+# must hold exactly one time past 1 MiB (on 2 ranks 64 MiB is in memory, whatever the cache).
+timeout 120 "$run" -n 2 "$tune" --fit --passes 1 --max-bytes 64M --drop-over 1 -o "$tmp/drop" > "$tmp/drop.out" 2>&1
+check "chorus-tune --fit --drop-over 1 on 2 ranks ran" "$?"
+# Per table: the columns dropped at 1 MiB ("-" at 4 MiB), and how many times each holds past 1 MiB.
+dropped=$(awk '/^# [a-z_]+ on 2 ranks, us per call/ { t = $2; row = -1; next }
+    row == -1 { for (i = 2; i < NF; i++) name[i] = $i; ncol = NF - 1; row = 0; next }
+    /^# efficiency/ { for (i = 2; i <= ncol; i++) if (drop[i]) print t, name[i], later[i]; delete drop; delete later; row = -2; next }
+    row >= 0 && /^ *[0-9]/ { row++
+        for (i = 2; i <= ncol; i++) { if (row == 2 && $i == "-") drop[i] = 1; if (row >= 2 && $i != "-") later[i]++ } }' \
+    "$tmp/drop.out")
+printf '%s\n' "$dropped" | head -4
+check "algorithms were dropped at 1 MiB, and each was timed again at exactly one larger size" \
+    "$([ -n "$dropped" ] && awk '$3 != 1 { bad = 1 } END { exit bad }' <<< "$dropped" && echo 0 || echo 1)"
 model_us() { # file, algorithm: chorus-model's 2-rank AllReduce of 64 MiB by that algorithm, in us
     "$model" allreduce -p 2 -b 64M -e 64M --tuning-file "$1" | awk -v a="$2" '
         /^# +bytes/ { for (i = 3; i <= NF; i++) if ($i == a) col = i - 1; next }
