@@ -241,7 +241,7 @@ check "and logged its efficiencies" "$(grep -q "$logged" "$tmp/fit_perf.out" && 
 # its first size mostly in memory, so that its efficiency there is measured, not copied from the cache's:
 # with --drop-over 1 every algorithm but the fastest at 1 MiB is dropped there, and each such column
 # must hold exactly one time past 1 MiB (on 2 ranks 64 MiB is in memory, whatever the cache).
-timeout 120 "$run" -n 2 "$tune" --fit --passes 1 --max-bytes 64M --drop-over 1 -o "$tmp/drop" > "$tmp/drop.out" 2>&1
+timeout 240 "$run" -n 2 "$tune" --fit --passes 1 --max-bytes 64M --drop-over 1 -o "$tmp/drop" > "$tmp/drop.out" 2>&1
 check "chorus-tune --fit --drop-over 1 on 2 ranks ran" "$?"
 # Per table: the columns dropped at 1 MiB ("-" at 4 MiB), and how many times each holds past 1 MiB.
 dropped=$(awk '/^# [a-z_]+ on 2 ranks, us per call/ { t = $2; row = -1; next }
