@@ -164,7 +164,7 @@ static int sweep_timed(const sweep_coll_t *sc, int a, int k) { return k < sc->un
  * (the model's memory share at least a half, as tune_fit_efficiency sorts them), it is timed once more at
  * the first that does, so that both its efficiencies are fitted. Without it, one dropped at the first size
  * kept its efficiency in cache for memory too: on 8 ranks and 2 cores of an AMD EPYC virtual machine the
- * mesh and recursive-doubling AllReduces, dropped at 1 MiB with 3.27 and 3.43 in cache, then ran at 0.33
+ * mesh and recursive-doubling AllReduces, dropped at 1 MiB with 3.27 and 3.43 in cache, then ran at 0.30
  * to 0.42 of their prices from 4 MiB (docs/tuning.md, "Efficiencies: chorus-tune --fit"). */
 static void sweep_drop(const sweep_t *s, sweep_coll_t *sc, int a, int k)
 {
