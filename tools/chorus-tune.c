@@ -128,13 +128,18 @@ typedef struct sweep_coll {
     size_t algos[SWEEP_ALGOS_MAX]; /* registry entries */
     int until[SWEEP_ALGOS_MAX];    /* the sizes an algorithm is timed at: those before this index, */
     int also[SWEEP_ALGOS_MAX];     /* and this one (-1: none), a dropped one's first size mostly in memory */
+    int32_t memory[TUNE_SWEEP_MAX_SIZES]; /* 1: the size lies mostly in memory (sweep_coll_init) */
     int iters[SWEEP_ALGOS_MAX][TUNE_SWEEP_MAX_SIZES];
     double t[SWEEP_ALGOS_MAX][TUNE_SWEEP_MAX_SIZES][TUNE_REPS];
     sweep_result_t result;
 } sweep_coll_t;
 
-/* The algorithms of sc->coll the communicator supports, and the sweep's sizes. */
-static void sweep_coll_init(const sweep_t *s, coll_kind_t coll, double max_bytes, sweep_coll_t *sc)
+/* The algorithms of sc->coll the communicator supports, the sweep's sizes, and which of them lie mostly in
+ * memory: the model's memory share at least a half, as tune_fit_efficiency sorts them (the collective's
+ * share, the same for each of its algorithms), by rank 0's figures, which every rank then holds (the
+ * others' arena profiles are their own timings, and where they put a size decides which calls a
+ * dropped algorithm makes: sweep_drop). */
+static chorus_result_t sweep_coll_init(const sweep_t *s, coll_kind_t coll, double max_bytes, sweep_coll_t *sc)
 {
     size_t count;
     const algo_desc_t *table = algo_registry(&count);
@@ -149,6 +154,13 @@ static void sweep_coll_init(const sweep_t *s, coll_kind_t coll, double max_bytes
             sc->also[sc->nalgos] = -1;
             sc->algos[sc->nalgos++] = i;
         }
+    for (int k = 0; k < sc->result.nsizes && sc->nalgos > 0; k++) {
+        double latency, rest, f;
+        tune_predict_parts(s->tp, comm_tune_comm(s->comm), &table[sc->algos[0]], sc->result.size[k], &latency, &rest,
+                           &f);
+        sc->memory[k] = f >= 0.5;
+    }
+    return chorus_broadcast(sc->memory, sc->memory, TUNE_SWEEP_MAX_SIZES, chorus_int32, 0, s->comm, NULL);
 }
 
 static double sweep_median(double *v, int n)
@@ -161,24 +173,19 @@ static double sweep_median(double *v, int n)
 static int sweep_timed(const sweep_coll_t *sc, int a, int k) { return k < sc->until[a] || k == sc->also[a]; }
 
 /* Algorithm a of sc, dropped after size k: where none of the sizes it was timed at lies mostly in memory
- * (the model's memory share at least a half, as tune_fit_efficiency sorts them), it is timed once more at
- * the first that does, so that both its efficiencies are fitted. Without it, one dropped at the first size
- * kept its efficiency in cache for memory too: on 8 ranks and 2 cores of an AMD EPYC virtual machine the
- * mesh and recursive-doubling AllReduces, dropped at 1 MiB with 3.27 and 3.43 in cache, then ran at 0.30
- * to 0.42 of their prices from 4 MiB (docs/tuning.md, "Efficiencies: chorus-tune --fit"). */
-static void sweep_drop(const sweep_t *s, sweep_coll_t *sc, int a, int k)
+ * (sc->memory), it is timed once more at the first that does, so that both its efficiencies are
+ * fitted. Without it, one dropped at the first size kept its efficiency in cache for memory too: on 8
+ * ranks and 2 cores of an AMD EPYC virtual machine the mesh and recursive-doubling AllReduces, dropped at
+ * 1 MiB with 3.27 and 3.43 in cache, then ran at 0.30 to 0.42 of their prices from 4 MiB (docs/tuning.md,
+ * "Efficiencies: chorus-tune --fit"). */
+static void sweep_drop(sweep_coll_t *sc, int a, int k)
 {
-    size_t count;
-    const algo_desc_t *d = &algo_registry(&count)[sc->algos[a]];
-    const tune_comm_t *tc = comm_tune_comm(s->comm);
     sc->until[a] = k + 1;
-    for (int i = 0; i < sc->result.nsizes; i++) {
-        double latency, rest, f;
-        tune_predict_parts(s->tp, tc, d, sc->result.size[i], &latency, &rest, &f);
-        if (f < 0.5) continue;
-        if (i > k) sc->also[a] = i;
-        return;
-    }
+    for (int i = 0; i < sc->result.nsizes; i++)
+        if (sc->memory[i]) {
+            if (i > k) sc->also[a] = i;
+            return;
+        }
 }
 
 /* One turn of sc: every algorithm in turn at each size. The first turn times one call to size the
@@ -211,7 +218,7 @@ static chorus_result_t sweep_turn(const sweep_t *s, sweep_coll_t *sc, int rep)
             if (k >= sc->until[a] || !(s->drop_over > 0) || sc->t[a][k][rep] <= best * s->drop_over) continue;
             CHECK(sweep_force(s, sc->coll, table[sc->algos[a]].name));
             CHECK(sweep_time(s, sc->coll, n, sc->iters[a][k], &sc->t[a][k][rep]));
-            if (sc->t[a][k][rep] > best * s->drop_over) sweep_drop(s, sc, a, k);
+            if (sc->t[a][k][rep] > best * s->drop_over) sweep_drop(sc, a, k);
         }
     }
     return comm_set_algo(s->comm, getenv("CHORUS_ALGO")); /* as the run began */
@@ -253,6 +260,12 @@ static void sweep_coll_finish(const sweep_t *s, sweep_coll_t *sc)
                 took[a][k] > 0 ? printf(" %10.2f", took[a][k] * 1e6) : printf(" %10s", "-");
             printf("  %s\n", table[sc->algos[best]].name);
         }
+    }
+    if (s->rank == 0) {
+        printf("# mostly in memory (the model's memory share at least a half; the others in cache):");
+        for (int k = 0; k < out->nsizes; k++)
+            if (sc->memory[k]) printf(" %.0f", out->size[k]);
+        printf("\n");
     }
     const tune_comm_t *tc = comm_tune_comm(s->comm);
     if (s->rank == 0)
@@ -376,7 +389,8 @@ static int add_rules(tune_file_t *tf, coll_kind_t coll, int nranks, tune_link_t 
 static chorus_result_t sweep_all(chorus_comm_t comm, tune_link_t link, double max_bytes, double drop_over,
                                  tune_file_t *tf, int rules)
 {
-    sweep_t s = {.comm = comm, .tp = &tf->params, .from = rules ? TUNE_SWEEP_MIN : TUNE_FIT_FROM, .drop_over = drop_over};
+    sweep_t s = {.comm = comm, .tp = &tf->params, .from = rules ? TUNE_SWEEP_MIN : TUNE_FIT_FROM,
+                 .drop_over = drop_over};
     chorus_comm_rank(comm, &s.rank);
     chorus_comm_size(comm, &s.nranks);
     s.send = tune_alloc((size_t)max_bytes);
@@ -396,7 +410,8 @@ static chorus_result_t sweep_all(chorus_comm_t comm, tune_link_t link, double ma
     enum { NCOLLS = sizeof(colls) / sizeof(colls[0]) };
     sweep_coll_t *sc = calloc(NCOLLS, sizeof(*sc));
     chorus_result_t res = sc ? CHORUS_SUCCESS : CHORUS_ERR_NO_MEMORY;
-    for (int c = 0; sc && c < NCOLLS; c++) sweep_coll_init(&s, colls[c], max_bytes, &sc[c]);
+    for (int c = 0; sc && c < NCOLLS && res == CHORUS_SUCCESS; c++)
+        res = sweep_coll_init(&s, colls[c], max_bytes, &sc[c]);
     /* Turn after turn of the whole sweep, so that the turns of one point lie spread over it: the AMD EPYC
      * machine runs in stretches of seconds to minutes in which the shared-memory rings take several times
      * as long (docs/tuning.md, "Two modes"), and five turns back to back fell into one stretch together. */

@@ -239,20 +239,33 @@ logged='CHORUS INFO TUNING efficiencies over shm in cache/memory (.*): allreduce
 check "and logged its efficiencies" "$(grep -q "$logged" "$tmp/fit_perf.out" && echo 0 || echo 1)"
 # An algorithm the sweep stops timing (over --drop-over times the fastest at a size) is still timed at
 # its first size mostly in memory, so that its efficiency there is measured, not copied from the cache's:
-# with --drop-over 1 every algorithm but the fastest at 1 MiB is dropped there, and each such column
-# must hold exactly one time past 1 MiB (on 2 ranks 64 MiB is in memory, whatever the cache).
+# with --drop-over 1 every algorithm but the fastest is dropped, and each table says which of its sizes
+# lie mostly in memory. Per column with a "-": where no size it was timed at before the first "-" is in
+# memory, exactly one time after it, at the first size in memory after it (where there is one); else none.
 timeout 240 "$run" -n 2 "$tune" --fit --passes 1 --max-bytes 64M --drop-over 1 -o "$tmp/drop" > "$tmp/drop.out" 2>&1
 check "chorus-tune --fit --drop-over 1 on 2 ranks ran" "$?"
-# Per table: the columns dropped at 1 MiB ("-" at 4 MiB), and how many times each holds past 1 MiB.
-dropped=$(awk '/^# [a-z_]+ on 2 ranks, us per call/ { t = $2; row = -1; next }
-    row == -1 { for (i = 2; i < NF; i++) name[i] = $i; ncol = NF - 1; row = 0; next }
-    /^# efficiency/ { for (i = 2; i <= ncol; i++) if (drop[i]) print t, name[i], later[i]; delete drop; delete later; row = -2; next }
-    row >= 0 && /^ *[0-9]/ { row++
-        for (i = 2; i <= ncol; i++) { if (row == 2 && $i == "-") drop[i] = 1; if (row >= 2 && $i != "-") later[i]++ } }' \
-    "$tmp/drop.out")
-printf '%s\n' "$dropped" | head -4
-check "algorithms were dropped at 1 MiB, and each was timed again at exactly one larger size" \
-    "$([ -n "$dropped" ] && awk '$3 != 1 { bad = 1 } END { exit bad }' <<< "$dropped" && echo 0 || echo 1)"
+dropped=$(awk '
+    /^# [a-z_]+ on 2 ranks, us per call/ { t = $2; rows = 0; head = 1; next }
+    head { for (i = 2; i < NF; i++) name[i] = $i; ncol = NF - 1; head = 0; next }
+    /^ *[0-9]/ && t != "" { rows++; size[rows] = $1; for (i = 2; i <= ncol; i++) v[rows, i] = $i; next }
+    /^# mostly in memory/ && t != "" {
+        delete mem; sub(/^[^:]*:/, ""); for (i = 1; i <= NF; i++) mem[$i] = 1
+        for (i = 2; i <= ncol; i++) {
+            first = 0; before = 0
+            for (r = 1; r <= rows && !first; r++) if (v[r, i] == "-") first = r; else if (size[r] in mem) before = 1
+            if (!first) continue
+            want = 0; later = 0; at = ""
+            for (r = first; r <= rows; r++) {
+                if (!before && !want && (size[r] in mem)) want = size[r]
+                if (v[r, i] != "-") { later++; at = size[r] }
+            }
+            print t, name[i], (want ? (later == 1 && at == want) : later == 0) ? "ok" : "wrong", later, at, want
+        }
+        t = ""
+    }' "$tmp/drop.out")
+printf '%s\n' "$dropped" | grep -v ' ok ' | head -4
+check "algorithms were dropped, and each was timed again at its first size in memory alone" \
+    "$([ -n "$dropped" ] && ! grep -q ' wrong ' <<< "$dropped" && grep -q ' ok 1 ' <<< "$dropped" && echo 0 || echo 1)"
 model_us() { # file, algorithm: chorus-model's 2-rank AllReduce of 64 MiB by that algorithm, in us
     "$model" allreduce -p 2 -b 64M -e 64M --tuning-file "$1" | awk -v a="$2" '
         /^# +bytes/ { for (i = 3; i <= NF; i++) if ($i == a) col = i - 1; next }
