@@ -96,7 +96,6 @@ int main(int argc, char **argv)
         return 2;
     }
     tune_params_t tp;
-    tune_params_builtin(&tp);
     tune_comm_t tc = {.nranks = 0, .net = TUNE_LINK_SHM, .chunk = 256 << 10, .slot = -1};
     double lo = 1024, hi = 256.0 * 1048576, factor = 2;
     const char *alpha = NULL, *beta = NULL, *gamma = NULL, *copy = NULL, *file = NULL;
@@ -161,6 +160,10 @@ int main(int argc, char **argv)
         tc.inside = TUNE_LINK_SHM;
         if (tc.ranks_per_host <= 0) tc.ranks_per_host = (tc.nranks + hosts - 1) / hosts;
     }
+    /* The sets measured at the share nearest these ranks' (tune_file_use_share). */
+    tune_comm_t probe = tc;
+    tune_comm_set_cores(&probe, tc.cores);
+    tune_params_builtin(&tp, tune_share(&probe));
     if (file) {
         tune_file_t tf = {.params = tp};
         char err[512];
@@ -168,9 +171,6 @@ int main(int argc, char **argv)
             fprintf(stderr, "chorus-model: %s\n", err);
             return 2;
         }
-        /* The set measured at the share nearest these ranks' (tune_file_use_share). */
-        tune_comm_t probe = tc;
-        tune_comm_set_cores(&probe, tc.cores);
         tune_file_use_share(&tf, tune_share(&probe));
         tp = tf.params;
     } else if (alpha || beta) {

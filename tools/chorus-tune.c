@@ -441,7 +441,7 @@ static int keep_from(const char *path, int nranks, const int derived[TUNE_LINK_C
     tune_file_t *old = calloc(1, sizeof(*old));
     char err[512];
     if (!old) return -1;
-    tune_params_builtin(&old->params);
+    tune_params_builtin(&old->params, 1);
     if (tune_file_read(path, old, err, sizeof(err)) != CHORUS_SUCCESS) {
         fprintf(stderr, "chorus-tune: cannot keep the rules and figures of %s: %s (remove it, or write elsewhere with -o)\n",
                 path, err);

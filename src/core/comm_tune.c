@@ -75,7 +75,7 @@ chorus_result_t comm_tune_init(chorus_comm_t comm, int ranks_per_host, int partn
     ts->comm.caps.hosts_consecutive = runs == comm->nhosts;
     tune_comm_set_cores(&ts->comm, cores);
     /* Rank 0 reads the tuning file, and its parameters, rules and mode hold for all. */
-    tune_params_builtin(&ts->file.params);
+    tune_params_builtin(&ts->file.params, tune_share(&ts->comm));
     comm->last_error[0] = 0;
     if (comm->rank == 0 && comm->params.tuning_file[0])
         if (tune_file_read(comm->params.tuning_file, &ts->file, comm->last_error, COMM_ERROR_BYTES) == CHORUS_SUCCESS)

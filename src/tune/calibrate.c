@@ -332,11 +332,14 @@ static void tune_scale_memory(double *figure, double was)
 
 /* The quick measurement times the cache regime only (the memory regime needs buffers past the last-level
  * cache, whose first touch alone would take a quarter of a second on the reference machine). The memory
- * figures then keep their source's (the tuning file's, or the built-in reference machine's) ratio to
- * the cache figures: a machine whose copies run at 40 % of the reference machine's in cache is assumed
- * to run at 40 % of it in memory too. On an AMD EPYC virtual machine with copies at 22 GB/s in cache
- * against the reference's 53, chorus-tune measured 6.1 GB/s in memory, and this rule gives 6.7; the
- * reference's own 16.1 had made every call of more than a few MiB come out 2-4x slower than predicted.
+ * figures then keep their source's (the tuning file's, or the built-in set's of the communicator's share)
+ * ratio to the cache figures: a machine whose copies run at 40 % of the built-in figures in cache is
+ * assumed to run at 40 % of them in memory too. On an AMD EPYC virtual machine with copies at 22 GB/s in
+ * cache against the 53 of the figures then built in (the reference machine's), chorus-tune measured 6.1
+ * GB/s in memory, and this rule gives 6.7; their own 16.1 had made every call of more than a few MiB come
+ * out 2-4x slower than predicted. The built-in sets are one machine's at shares 1, 2 and 4 (tune.c): one
+ * set of one rank a core had kept the single-copy reads in memory at 0.37 of their cache rate at any
+ * share, where chorus-tune measures 0.6 at four ranks a core.
  * A tuning file's memory figures were measured on this machine: where the communicator's ranks outnumber
  * the cores they stay as they are, since the init's cache figures then carry the sharing of the cores
  * beyond the share s the model applies (4 ranks on 2 cores of a Xeon virtual machine measured single-copy

@@ -21,29 +21,50 @@ static const char *const regime_names[TUNE_REGIMES] = {"cache", "memory"};
 
 const char *tune_link_name(tune_link_t link) { return link < TUNE_LINK_COUNT ? link_names[link] : "?"; }
 
-/* Measured with `chorusrun -n 2 chorus-tune` on the reference machine (docs/tuning.md: a 2-core VM,
- * Debian 12), the median of three runs; a tuning file or the measurement at init replaces them. But TCP's:
- * the reference machine's were measured with 4 MiB send buffers, which made large transfers slower and
- * their memory rates lower against the cache ones (the init calibration scales the memory figures by
- * these ratios); these are chorus-tune's with the 128 KiB send buffer on the Xeon virtual machine of
- * docs/tuning.md, the mean of two runs of three passes. */
-void tune_params_builtin(tune_params_t *tp)
+/* The built-in figures, one set per share of the cores as a tuning file holds them: the medians of three
+ * `chorus-tune --fit` runs on 2, 4 and 8 ranks (shares 1, 2 and 4) of the AMD EPYC virtual machine with
+ * 1 MiB of L2 per core and 32 MiB of L3 (docs/tuning.md, "Built-in figures per share of the cores"), made
+ * with the data path as it is. Without a tuning file the init measures the cache figures and scales the
+ * memory ones by what it measured over these (calibrate.c): what counts there is each figure's memory rate
+ * over its cache rate at the communicator's share, which rises with the share (the cache figures, timed by
+ * every rank at once, fall as more ranks share a core's caches; the memory ones rise): single-copy reads
+ * in memory at 0.38 of their cache rate at one rank a core, 0.60 at four, the arena's 0.25 and 0.36.
+ * The rates in GB/s, alpha in microseconds, gamma in nanoseconds per byte. */
+static const struct tune_builtin {
+    double share;
+    double alpha[TUNE_LINK_COUNT];
+    double beta[TUNE_LINK_COUNT][TUNE_REGIMES];
+    double oneway[TUNE_LINK_ARENA][TUNE_REGIMES]; /* shm, tcp */
+    double cma[TUNE_REGIMES], cma_read[TUNE_REGIMES], copy[TUNE_REGIMES], stream, gamma[TUNE_REGIMES];
+} tune_builtins[] = {
+    {1, {0.115, 3.515, 0.0664}, {{26.91, 10.26}, {8.712, 5.284}, {63.3, 16.01}}, {{58.13, 20.21}, {13.01, 7.781}},
+     {15.37, 7.256}, {14.71, 5.591}, {63.3, 20.52}, 21.95, {0.01501, 0.04695}},
+    {2, {0.3, 3.851, 1.54}, {{24.7, 9.511}, {7.148, 4.752}, {53.82, 15.67}}, {{52.56, 18.25}, {11.54, 6.921}},
+     {14.64, 7.718}, {13.88, 6.668}, {64.16, 20.76}, 21.82, {0.01414, 0.04742}},
+    {4, {0.2905, 3.671, 2.573}, {{26.55, 9.862}, {8.35, 5.176}, {54.88, 19.98}}, {{54.7, 20.54}, {11.89, 7.137}},
+     {14.01, 8.822}, {11.95, 7.138}, {64.87, 21.18}, 22.82, {0.0158, 0.04726}},
+};
+
+void tune_params_builtin(tune_params_t *tp, double s)
 {
-    *tp = (tune_params_t){
-        .alpha = {[TUNE_LINK_SHM] = 0.36e-6, [TUNE_LINK_TCP] = 3.1e-6, [TUNE_LINK_ARENA] = 0.31e-6},
-        .beta = {[TUNE_LINK_SHM] = {16.9e9, 8.6e9}, [TUNE_LINK_TCP] = {4.53e9, 2.65e9}, [TUNE_LINK_ARENA] = {22.9e9, 15.1e9}},
-        .beta_oneway = {[TUNE_LINK_SHM] = {29.5e9, 19.7e9}, [TUNE_LINK_TCP] = {9.17e9, 5.01e9}},
-        .beta_cma = {12.5e9, 3.9e9},
-        /* Not measured there: the Xeon virtual machine's (chorus-tune on 2 ranks, the median of 3 runs);
-         * the init measures the cache rate, and the memory rate keeps this ratio to it. */
-        .beta_cma_read = {12.3e9, 4.57e9},
-        .beta_copy = {53e9, 16.1e9},
-        /* beta_stream 0, as beta_copy's in memory: glibc's memcpy streams such copies itself past three
-         * quarters of an L3 of 32 MiB, as the reference machine's is. */
-        .gamma = {0.030e-9, 0.0998e-9},
-        .cache_bytes = 32 << 20,
-    };
-    snprintf(tp->source, sizeof(tp->source), "built in (the reference machine)");
+    size_t k = 0;
+    for (size_t i = 1; i < CHORUS_ARRAY_SIZE(tune_builtins); i++)
+        if (fabs(log(tune_builtins[i].share / s)) < fabs(log(tune_builtins[k].share / s))) k = i;
+    const struct tune_builtin *b = &tune_builtins[k];
+    *tp = (tune_params_t){.beta_stream = b->stream * 1e9, .cache_bytes = 32 << 20};
+    for (int r = 0; r < TUNE_REGIMES; r++) {
+        for (int l = 0; l < TUNE_LINK_COUNT; l++) {
+            tp->beta[l][r] = b->beta[l][r] * 1e9;
+            if (l < TUNE_LINK_ARENA) tp->beta_oneway[l][r] = b->oneway[l][r] * 1e9;
+        }
+        tp->beta_cma[r] = b->cma[r] * 1e9;
+        tp->beta_cma_read[r] = b->cma_read[r] * 1e9;
+        tp->beta_copy[r] = b->copy[r] * 1e9;
+        tp->gamma[r] = b->gamma[r] * 1e-9;
+    }
+    for (int l = 0; l < TUNE_LINK_COUNT; l++) tp->alpha[l] = b->alpha[l] * 1e-6;
+    snprintf(tp->source, sizeof(tp->source), "built in (the AMD EPYC machine at %g rank%s per core)", b->share,
+             b->share == 1 ? "" : "s");
 }
 
 static int tune_cmp_double(const void *a, const void *b)

@@ -101,8 +101,8 @@ const char *tune_link_name(tune_link_t link);
 /* Sets the cores of the busiest host's share and the oversubscribed capability the rules read. */
 void tune_comm_set_cores(tune_comm_t *tc, int cores);
 /* Sets the single_copy_fast capability the rules read: single-copy reads (caps.single_copy) whose rate in
- * cache beats the arena's in tp (measured at init, or a tuning file's; the built-in reference machine's
- * do not); and single_copy_saves: whose time per byte beats a copy's and the arena's together. */
+ * cache beats the arena's in tp (measured at init, or a tuning file's; the built-in figures' do not);
+ * and single_copy_saves: whose time per byte beats a copy's and the arena's together. */
 void tune_comm_set_single_copy(tune_comm_t *tc, const tune_params_t *tp);
 /* s: the factor ranks that outnumber their host's cores pay (1 when they do not; tune_comm_set_cores). */
 double tune_share(const tune_comm_t *tc);
@@ -129,8 +129,9 @@ void tune_params_median(tune_params_t *tp, const tune_params_t *runs, int k);
  * measured by at their median time (docs/tuning.md, "Medians of times, not of rates"). */
 void tune_derive_arena(tune_params_t *tp, const tune_comm_t *tc, int n);
 
-/* The parameters measured on the reference machine (docs/tuning.md says how and when). */
-void tune_params_builtin(tune_params_t *tp);
+/* The built-in parameters of the set measured at the share of the cores nearest s (docs/tuning.md says
+ * how and when). */
+void tune_params_builtin(tune_params_t *tp, double s);
 
 /* Bytes per second of a streamed copy: beta_stream, or where none was measured beta_copy's in memory. */
 double tune_stream_rate(const tune_params_t *tp);

@@ -24,11 +24,11 @@ static void state_for(tune_state_t *ts, int nranks, int direct, int cores)
 {
     memset(ts, 0, sizeof(*ts));
     ts->mode = TUNE_MODE_RULES;
-    tune_params_builtin(&ts->file.params);
     ts->comm = (tune_comm_t){.nranks = nranks, .ranks_per_host = nranks, .net = direct ? TUNE_LINK_SHM : TUNE_LINK_TCP,
                              .caps = {.nranks = nranks, .direct = direct, .single_copy = direct},
                              .chunk = 256 << 10, .slot = 256 << 10};
     tune_comm_set_cores(&ts->comm, cores);
+    tune_params_builtin(&ts->file.params, tune_share(&ts->comm));
     for (int r = 0; r < TUNE_REGIMES; r++) {
         ts->file.params.beta[TUNE_LINK_ARENA][r] *= arena_scale;
         ts->file.params.beta_cma[r] *= cma_scale;
@@ -68,7 +68,9 @@ static const char *model_among(coll_kind_t coll, size_t count, int nranks, int d
     snprintf(text, sizeof(text), "%s:%s", coll_name(coll), names);
     if (algo_config_parse(text, &among, err, sizeof(err)) != CHORUS_SUCCESS) return err;
     coll_args_t a = {coll, NULL, NULL, count, chorus_uint8, chorus_sum, 0};
-    const algo_desc_t *d = tune_model_choice(&ts.file.params, &ts.comm, coll, (double)algo_call_bytes(&a, nranks), &among);
+    double mid; /* the selection prices a size bucket's middle (tune_select_among) */
+    tune_bucket(algo_call_bytes(&a, nranks), &mid);
+    const algo_desc_t *d = tune_model_choice(&ts.file.params, &ts.comm, coll, mid, &among);
     return d ? d->name : "(none)";
 }
 
@@ -166,9 +168,9 @@ static void check_defaults(void)
         {COLL_ALLGATHER, 256, 6, 0, 2, "bruck", "allgather 1.5 KiB, 6 ranks, oversubscribed"},
         /* On 2 ranks of one host (with single-copy reads) the direct AllGather up to 64 KiB, then the
          * model's choice among direct, ring and cma (check_rule_model), which the built-in figures make
-         * the ring at 128 KiB; across two hosts the ring. */
+         * direct at 128 KiB; across two hosts the ring. */
         {COLL_ALLGATHER, 32 << 10, 2, 1, 2, "direct", "allgather 64 KiB, 2 ranks, one host"},
-        {COLL_ALLGATHER, 64 << 10, 2, 1, 2, "ring", "allgather 128 KiB, 2 ranks, one host"},
+        {COLL_ALLGATHER, 64 << 10, 2, 1, 2, "direct", "allgather 128 KiB, 2 ranks, one host"},
         {COLL_ALLGATHER, 8 << 20, 2, 0, 2, "ring", "allgather 16 MiB, 2 ranks, two hosts"},
         {COLL_ALLGATHER, 32 << 10, 3, 1, 2, "direct", "allgather 96 KiB, 3 ranks, one host"},
         {COLL_ALLGATHER, 256, 4, 0, 4, "bruck", "allgather 1 KiB, one rank a core"},
@@ -259,7 +261,7 @@ static void check_tuning_precedence(void)
     TEST_ASSERT(parse("", &cfg, err), "%s", err);
     static tune_state_t ts;
     memset(&ts, 0, sizeof(ts));
-    tune_params_builtin(&ts.file.params);
+    tune_params_builtin(&ts.file.params, 1);
     ts.comm = (tune_comm_t){.nranks = 8, .ranks_per_host = 1, .cores = 2, .net = TUNE_LINK_TCP,
                             .caps = {.nranks = 8}, .chunk = 256 << 10, .slot = 256 << 10};
     coll_args_t a = {COLL_ALLREDUCE, NULL, NULL, 1 << 20, chorus_uint8, chorus_sum, 0};
@@ -585,7 +587,7 @@ static void check_params_median(void)
 {
     tune_params_t runs[3], med;
     for (int i = 0; i < 3; i++) {
-        tune_params_builtin(&runs[i]);
+        tune_params_builtin(&runs[i], 1);
         tune_profile_t *pf = &runs[i].profile[TUNE_PROFILE_ARENA];
         pf->n = 2;
         pf->bytes[0] = 1 << 20;
