@@ -582,6 +582,32 @@ static void check_errors(void)
     TEST_ASSERT(cfg.allowed == 0, "a failed parse writes nothing");
 }
 
+/* The built-in figures: the set of the share nearest the communicator's, each named in the logs by its share;
+ * single-copy reads keep more of their cache rate in memory where more ranks share a core (tune.c). */
+static void check_builtin_shares(void)
+{
+    static const struct {
+        double s;
+        const char *set;
+    } cases[] = {{1, "at 1 rank per"}, {1.3, "at 1 rank per"}, {1.5, "at 2 ranks"}, {2, "at 2 ranks"},
+                 {3, "at 4 ranks"}, {4, "at 4 ranks"}, {16, "at 4 ranks"}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        tune_params_t tp;
+        tune_params_builtin(&tp, cases[i].s);
+        TEST_ASSERT(strstr(tp.source, cases[i].set) != NULL, "share %g: %s", cases[i].s, tp.source);
+        for (int r = 0; r < TUNE_REGIMES; r++)
+            TEST_ASSERT(tp.beta[TUNE_LINK_ARENA][r] > 0 && tp.beta_cma_read[r] > 0 && tp.beta_copy[r] > 0 &&
+                            tp.gamma[r] > 0 && tp.beta[TUNE_LINK_TCP][r] > 0 && tp.beta_oneway[TUNE_LINK_SHM][r] > 0,
+                        "share %g: every rate set", cases[i].s);
+    }
+    tune_params_t one, four;
+    tune_params_builtin(&one, 1);
+    tune_params_builtin(&four, 4);
+    TEST_ASSERT(four.beta_cma_read[TUNE_MEMORY] / four.beta_cma_read[TUNE_CACHE] >
+                    one.beta_cma_read[TUNE_MEMORY] / one.beta_cma_read[TUNE_CACHE],
+                "single-copy reads in memory over cache: higher at 4 ranks a core than at 1");
+}
+
 /* chorus-tune's passes: every figure the median of its values, so that one disturbed pass is outvoted. */
 static void check_params_median(void)
 {
@@ -1054,6 +1080,7 @@ int main(void)
     check_rule_model();
     check_errors();
     check_params_median();
+    check_builtin_shares();
     check_derive_arena();
     check_fit();
     check_select_again();
