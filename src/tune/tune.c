@@ -554,7 +554,8 @@ static int tune_parse_line(tune_file_t *tf, char **w, int nw, int *version_p, ch
 
 /* A file without oneway, beta cma or beta cma-read lines (written before the model had them) is priced as
  * it was then: a connection used one way at its exchange's rate, single-copy copies at the arena's, the
- * reads among them at the other single-copy copies' rate. */
+ * reads among them at the other single-copy copies' rate (and without beta stream, streamed copies at its
+ * copy rate in memory: tune_file_read). */
 static void tune_file_fill_rates(tune_params_t *tp)
 {
     for (int r = 0; r < TUNE_REGIMES; r++) {
@@ -667,6 +668,7 @@ chorus_result_t tune_file_read(const char *path, tune_file_t *tf, char *err, siz
     memset(defaults.beta_oneway, 0, sizeof(defaults.beta_oneway));
     memset(defaults.beta_cma, 0, sizeof(defaults.beta_cma));
     memset(defaults.beta_cma_read, 0, sizeof(defaults.beta_cma_read));
+    defaults.beta_stream = 0; /* without a line: the file's copy rate in memory (tune_stream_rate) */
     tf->params = defaults;
     tf->nsets = 0;
     tf->share = 0;
