@@ -119,8 +119,8 @@ _Static_assert(CHORUS_ARRAY_SIZE(algo_table) <= 64, "algo_config_t has one bit p
  * direct, pairwise and single copy. With more ranks
  * it had been the model's choice of direct and pairwise too (with the built-in figures it took pairwise,
  * as the rule before it did), but since the direct AllToAll streams its output from 4 MiB the model,
- * which prices a streamed byte at the memory copy's rate where the init calibration has no stream rate,
- * overprices direct: on a Xeon virtual machine it chose pairwise on 4 ranks at 16 and 64 MiB in some
+ * which priced a streamed byte at the memory copy's rate where the init calibration had no stream rate
+ * (the built-in figures then had none), overpriced direct: on a Xeon virtual machine it chose pairwise on 4 ranks at 16 and 64 MiB in some
  * runs, at 1.5 to 2 times direct's time (forced there 0.60 and 0.68 of pairwise's time); on the AMD
  * machine direct took 0.65 to 0.9 of pairwise's time on 8 ranks from 1 to 64 MiB before it streamed
  * (docs/algorithms.md). So direct it is, where the ranks share the arena. The
