@@ -160,8 +160,9 @@ int main(int argc, char **argv)
         tc.inside = TUNE_LINK_SHM;
         if (tc.ranks_per_host <= 0) tc.ranks_per_host = (tc.nranks + hosts - 1) / hosts;
     }
-    /* The sets measured at the share nearest these ranks' (tune_file_use_share). */
+    /* The sets measured at the share nearest these ranks' (tune_file_use_share): on one host all of them. */
     tune_comm_t probe = tc;
+    if (probe.ranks_per_host <= 0) probe.ranks_per_host = tc.nranks;
     tune_comm_set_cores(&probe, tc.cores);
     tune_params_builtin(&tp, tune_share(&probe));
     if (file) {

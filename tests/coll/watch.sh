@@ -3,7 +3,8 @@
 # ring and rhd allowed (priced alike) and a look at every call, 4 ranks run 1 MiB AllReduces, checked, and
 # half a second in all four are moved onto one processor, so whatever runs slows past its best. The model's
 # figures are fixed by a tuning file (no calibration at init) that prices the shared-memory links at 50 and
-# 25 GB/s, past what 4 ranks on two cores reach: the first choice runs over its price by more
+# 25 GB/s, past what 4 ranks on two cores reach, and the arena's synchronisation at 0.3 us (the look's
+# price, which a call must pass 32 times to be watched): the first choice runs over its price by more
 # than the watch's margin, so the watch tries the other. (With figures measured at init the first move
 # hung on the machine's speed in the moment: measured in a slow one, the ring ran under its price even
 # pinned, and the watch rightly never moved.) Every rank must take the same decisions at the same calls
@@ -22,7 +23,7 @@ pass=0 fail=0
 out=$(mktemp)
 figures=$(mktemp)
 trap 'rm -f "$out" "$figures"' EXIT
-printf 'chorus-tuning 1\nbeta shm cache 50GB/s\nbeta shm memory 25GB/s\n' >"$figures"
+printf 'chorus-tuning 1\nbeta shm cache 50GB/s\nbeta shm memory 25GB/s\nalpha shm 0.36us\nalpha arena 0.3us\n' >"$figures"
 ok() { pass=$((pass + 1)); }
 bad() {
     fail=$((fail + 1))
