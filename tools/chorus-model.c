@@ -95,7 +95,6 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    tune_params_t tp;
     tune_comm_t tc = {.nranks = 0, .net = TUNE_LINK_SHM, .chunk = 256 << 10, .slot = -1};
     double lo = 1024, hi = 256.0 * 1048576, factor = 2;
     const char *alpha = NULL, *beta = NULL, *gamma = NULL, *copy = NULL, *file = NULL;
@@ -164,6 +163,7 @@ int main(int argc, char **argv)
     tune_comm_t probe = tc;
     if (probe.ranks_per_host <= 0) probe.ranks_per_host = tc.nranks;
     tune_comm_set_cores(&probe, tc.cores);
+    tune_params_t tp;
     tune_params_builtin(&tp, tune_share(&probe));
     if (file) {
         tune_file_t tf = {.params = tp};

@@ -45,11 +45,15 @@ static const struct tune_builtin {
      {14.01, 8.822}, {11.95, 7.138}, {64.87, 21.18}, 22.82, {0.0158, 0.04726}},
 };
 
+/* How far a set measured at share `set` lies from share s (a ratio either way counts alike): the built-in
+ * sets and a file's are taken by the least. */
+static double tune_share_distance(double set, double s) { return fabs(log(set / s)); }
+
 void tune_params_builtin(tune_params_t *tp, double s)
 {
     size_t k = 0;
     for (size_t i = 1; i < CHORUS_ARRAY_SIZE(tune_builtins); i++)
-        if (fabs(log(tune_builtins[i].share / s)) < fabs(log(tune_builtins[k].share / s))) k = i;
+        if (tune_share_distance(tune_builtins[i].share, s) < tune_share_distance(tune_builtins[k].share, s)) k = i;
     const struct tune_builtin *b = &tune_builtins[k];
     *tp = (tune_params_t){.beta_stream = b->stream * 1e9, .cache_bytes = 32 << 20};
     for (int r = 0; r < TUNE_REGIMES; r++) {
@@ -587,7 +591,8 @@ void tune_file_use_share(tune_file_t *tf, double s)
 {
     int best = -1;
     for (int i = 0; i < tf->nsets; i++)
-        if (best < 0 || fabs(log(tf->set_share[i] / s)) < fabs(log(tf->set_share[best] / s))) best = i;
+        if (best < 0 || tune_share_distance(tf->set_share[i], s) < tune_share_distance(tf->set_share[best], s))
+            best = i;
     if (best >= 0) {
         tf->params = tf->set[best];
         tf->share = tf->set_share[best];
@@ -616,7 +621,7 @@ static int tune_same_machine(const char *a, const char *b)
 int tune_file_measured_here(const tune_file_t *tf, double s)
 {
     /* The file writes shares with %g: 5 ranks on 3 cores read back as 1.66667. */
-    if (!tf->from_file || !tf->machine[0] || !(tf->share > 0) || fabs(log(tf->share / s)) > 1e-4) return 0;
+    if (!tf->from_file || !tf->machine[0] || !(tf->share > 0) || tune_share_distance(tf->share, s) > 1e-4) return 0;
     char here[256];
     tune_machine(here, sizeof(here), NULL);
     return tune_same_machine(here, tf->machine);
