@@ -292,16 +292,22 @@ static void sweep_coll_finish(const sweep_t *s, sweep_coll_t *sc)
     }
 }
 
-/* Before each collective's turn, a look at the machine: the ring AllGather of TUNE_CACHE_BYTES (or of the
- * sweep's largest size, where that is smaller), against the fastest such look of the sweep. The AMD EPYC
- * machine has stretches of minutes in which the algorithms over the shared-memory rings take two to four
- * times as long (the 4-rank ring AllGather of 1 MiB 426 us a call through a whole sweep, 206 in one an
- * hour before; docs/tuning.md, "Efficiencies fitted over turns of the whole sweep"): fitted there, their
- * efficiencies priced them at three times what they took later. Where the look runs past SETTLE_FACTOR
- * times the fastest, the sweep waits for the stretch to pass, looking every SETTLE_PAUSE_S, up to
- * SETTLE_WAIT_S at a time, and in all no longer than it has measured (so a sweep takes at most about
- * twice its time) nor SETTLE_TOTAL_S, and then goes on whatever the look says. */
+/* Before each collective's turn, two looks at the machine. The AMD EPYC machine has stretches of
+ * seconds to minutes in which the algorithms over the shared-memory rings take two to four times as long
+ * (the 4-rank ring AllGather of 1 MiB 426 us a call through a whole sweep, 206 in one an hour before;
+ * docs/tuning.md, "Efficiencies fitted over turns of the whole sweep"): fitted there, their efficiencies
+ * priced them at three times what they took later. The first look is the ring AllGather of
+ * TUNE_CACHE_BYTES (or of the sweep's largest size, where that is smaller) against the fastest such look
+ * of the sweep; it cannot tell a sweep that runs wholly inside such a stretch, which the second can: the
+ * handoff of TUNE_CACHE_BYTES between two threads against two local copies (tune_handoff_ratio), about 1.2
+ * there outside the stretches and 4 to 5 inside (docs/tuning.md, "A look that needs no fast turn"). Where
+ * the first runs past SETTLE_FACTOR times the fastest, or the second past SETTLE_HANDOFF, the sweep waits
+ * for the stretch to pass, looking every SETTLE_PAUSE_S, up to SETTLE_WAIT_S at a time, and in all no longer
+ * than it has measured (so a sweep takes at most about twice its time) nor SETTLE_TOTAL_S, and then goes on
+ * whatever the looks say: a machine whose handoffs always cost more than SETTLE_HANDOFF copies waits that
+ * long and no longer. */
 #define SETTLE_FACTOR 1.6
+#define SETTLE_HANDOFF 2.0
 #define SETTLE_PAUSE_S 2
 #define SETTLE_WAIT_S 20
 #define SETTLE_TOTAL_S 120
@@ -323,37 +329,46 @@ static chorus_result_t settle_may_wait(const sweep_t *s, const sweep_settle_t *s
     return CHORUS_SUCCESS;
 }
 
-/* One look: seconds a call of the ring AllGather (the same on every rank). */
-static chorus_result_t settle_look(const sweep_t *s, sweep_settle_t *st, double *sec_p)
+/* The looks: *sec_p, seconds a call of the ring AllGather; *handoff_p, rank 0's tune_handoff_ratio (the
+ * others wait in the broadcast); the same on every rank. */
+static chorus_result_t settle_look(const sweep_t *s, sweep_settle_t *st, double *sec_p, double *handoff_p)
 {
     CHECK(sweep_force(s, COLL_ALLGATHER, "ring"));
     double once;
     CHECK(sweep_time(s, COLL_ALLGATHER, st->bytes, 1, &once));
     if (!st->iters) st->iters = sweep_iters(once);
     CHECK(sweep_time(s, COLL_ALLGATHER, st->bytes, st->iters, sec_p));
+    *handoff_p = s->rank == 0 ? tune_handoff_ratio() : 0;
+    CHECK(chorus_broadcast(handoff_p, handoff_p, 1, chorus_float64, 0, s->comm, NULL));
     return comm_set_algo(s->comm, getenv("CHORUS_ALGO"));
+}
+
+/* Whether the looks say the machine is in a slow stretch. */
+static int settle_slow(const sweep_settle_t *st, double t, double handoff)
+{
+    return t > SETTLE_FACTOR * st->best || handoff > SETTLE_HANDOFF;
 }
 
 static chorus_result_t sweep_settle(const sweep_t *s, sweep_settle_t *st, coll_kind_t coll, int rep)
 {
-    double t, waited = 0;
+    double t, handoff, waited = 0;
     int may;
-    CHECK(settle_look(s, st, &t));
+    CHECK(settle_look(s, st, &t, &handoff));
     if (st->best == 0 || t < st->best) st->best = t;
-    while (t > SETTLE_FACTOR * st->best) {
+    while (settle_slow(st, t, handoff)) {
         CHECK(settle_may_wait(s, st, waited, &may));
         if (!may) break;
-        sleep(SETTLE_PAUSE_S); /* every rank alike: the look's time is the same on all */
+        sleep(SETTLE_PAUSE_S); /* every rank alike: the looks are the same on all */
         waited += SETTLE_PAUSE_S;
         st->waited += SETTLE_PAUSE_S;
         CHECK(chorus_barrier(s->comm, NULL));
-        CHECK(settle_look(s, st, &t));
+        CHECK(settle_look(s, st, &t, &handoff));
         if (t < st->best) st->best = t;
     }
     if (waited > 0 && s->rank == 0)
-        printf("# turn %d, %s: the ring AllGather of %.0f bytes took %.1f us, %s%.2f times the sweep's fastest, after "
-               "%.0f s of waiting\n", rep + 1, coll_name(coll), st->bytes, t * 1e6,
-               t > SETTLE_FACTOR * st->best ? "still " : "", t / st->best, waited);
+        printf("# turn %d, %s: the ring AllGather of %.0f bytes took %.1f us, %.2f times the sweep's fastest, a "
+               "handoff %.2f times its copies; %safter %.0f s of waiting\n", rep + 1, coll_name(coll), st->bytes,
+               t * 1e6, t / st->best, handoff, settle_slow(st, t, handoff) ? "still slow " : "", waited);
     return CHORUS_SUCCESS;
 }
 

@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <sched.h>
 #include <stdio.h>
@@ -929,6 +931,48 @@ void tune_measure_local(tune_params_t *tp, tune_regime_t r, int runs, void *scra
     double stream = r == TUNE_MEMORY ? tune_best_of(tune_stream_once, &m, runs) : 0;
     if (stream > 0) tp->beta_stream = bytes / stream;
     tune_bufs_free(&m);
+}
+
+/* The handoff look (tune.h): the buffer and whose turn it is, 1 the reader's. */
+typedef struct tune_handoff {
+    char *shared, *out;
+    int rounds;
+    _Atomic int turn;
+} tune_handoff_t;
+
+#define TUNE_HANDOFF_ROUNDS 32
+
+static void *tune_handoff_reader(void *arg)
+{
+    tune_handoff_t *h = arg;
+    for (int i = 0; i < h->rounds; i++) {
+        while (atomic_load_explicit(&h->turn, memory_order_acquire) != 1) sched_yield();
+        memcpy(h->out, h->shared, TUNE_CACHE_BYTES);
+        atomic_store_explicit(&h->turn, 0, memory_order_release);
+    }
+    return NULL;
+}
+
+double tune_handoff_ratio(void)
+{
+    tune_bufs_t m;
+    if (tune_bufs_alloc(&m, TUNE_CACHE_BYTES, NULL) != 0) return 0;
+    tune_handoff_t h = {.shared = tune_alloc(TUNE_CACHE_BYTES), .out = (char *)m.b, .rounds = TUNE_HANDOFF_ROUNDS};
+    double local = tune_best_of(tune_copy_once, &m, 8), handoff = 0;
+    pthread_t reader;
+    if (h.shared && pthread_create(&reader, NULL, tune_handoff_reader, &h) == 0) {
+        int64_t t0 = time_now_ns();
+        for (int i = 0; i < h.rounds; i++) {
+            memcpy(h.shared, m.a, TUNE_CACHE_BYTES);
+            atomic_store_explicit(&h.turn, 1, memory_order_release);
+            while (atomic_load_explicit(&h.turn, memory_order_acquire) != 0) sched_yield();
+        }
+        handoff = (double)(time_now_ns() - t0) * 1e-9 / h.rounds;
+        pthread_join(reader, NULL);
+    }
+    free(h.shared);
+    tune_bufs_free(&m);
+    return handoff > 0 && local > 0 ? handoff / (2 * local) : 0;
 }
 
 void tune_measure_profile(tune_params_t *tp)

@@ -385,13 +385,20 @@ void tune_machine(char *buf, size_t len, int *cores_p);
  * exchanges of such messages, the arena's AllGathers of this much in all. */
 #define TUNE_MEMORY_BYTES (64u << 20)
 
-/* Local measurements (no peer involved): beta_copy and gamma of one regime, each the best of `runs`
- * (cache: two TUNE_CACHE_BYTES buffers, in scratch when it is not NULL; memory: two of
- * TUNE_MEMORY_BYTES, and beta_stream). */
 /* A measurement buffer: page-aligned, as chorus-perf's are (the copy routines' speed can depend on how
  * source and destination sit within a page), its pages already touched. NULL if out of memory. */
 void *tune_alloc(size_t bytes);
+/* Local measurements (no peer involved): beta_copy and gamma of one regime, each the best of `runs`
+ * (cache: two TUNE_CACHE_BYTES buffers, in scratch when it is not NULL; memory: two of
+ * TUNE_MEMORY_BYTES, and beta_stream). */
 void tune_measure_local(tune_params_t *tp, tune_regime_t r, int runs, void *scratch);
+/* A look at how the cores hand data to each other now, against how fast each copies alone: the time of
+ * handing TUNE_CACHE_BYTES from one thread to another (one copies them into a buffer, the other out of
+ * it, in turn), over two local copies of as much; about 1 where a handoff costs its two copies. An AMD
+ * EPYC virtual machine runs in stretches of minutes in which it is 4 to 5 and the local copies keep their
+ * speed (docs/tuning.md, "A look that needs no fast turn"). A few milliseconds; 0 where it cannot tell
+ * (no memory, no thread). */
+double tune_handoff_ratio(void);
 /* The copy profile (working sets of 256 KiB to 256 MiB, doubling: profile[TUNE_PROFILE_COPY]), and from it
  * the memory regime's copy rate (its point at twice TUNE_MEMORY_BYTES) and the last-level cache as copies see it: the
  * largest working set from 2 MiB whose copy rate stays above half the one at 2 MiB.
