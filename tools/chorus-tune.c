@@ -65,6 +65,7 @@ typedef struct sweep {
     tune_params_t *tp; /* the figures the efficiencies are fitted against, and where they go */
     double from;       /* the sweep's first size */
     double drop_over;  /* TUNE_DROP_OVER, or --drop-over's (0: none dropped) */
+    struct settle *settle; /* the run's waiting for slow stretches */
 } sweep_t;
 
 /* One out-of-place call moving n bytes in all, float32 (sum where it reduces), as algo_shape_t counts. */
@@ -292,83 +293,121 @@ static void sweep_coll_finish(const sweep_t *s, sweep_coll_t *sc)
     }
 }
 
-/* Before each collective's turn, two looks at the machine. The AMD EPYC machine has stretches of
- * seconds to minutes in which the algorithms over the shared-memory rings take two to four times as long
- * (the 4-rank ring AllGather of 1 MiB 426 us a call through a whole sweep, 206 in one an hour before;
- * docs/tuning.md, "Efficiencies fitted over turns of the whole sweep"): fitted there, their efficiencies
- * priced them at three times what they took later. The first look is the ring AllGather of
- * TUNE_CACHE_BYTES (or of the sweep's largest size, where that is smaller) against the fastest such look
- * of the sweep; it cannot tell a sweep that runs wholly inside such a stretch, which the second can: the
- * handoff of TUNE_CACHE_BYTES between two threads against two local copies (tune_handoff_ratio), about 1.2
- * there outside the stretches and 4 to 5 inside (docs/tuning.md, "A look that needs no fast turn"). Where
- * the first runs past SETTLE_FACTOR times the fastest, or the second past SETTLE_HANDOFF, the sweep waits
- * for the stretch to pass, looking every SETTLE_PAUSE_S, up to SETTLE_WAIT_S at a time, and in all no longer
- * than it has measured (so a sweep takes at most about twice its time) nor SETTLE_TOTAL_S, and then goes on
- * whatever the looks say: a machine whose handoffs always cost more than SETTLE_HANDOFF copies waits that
- * long and no longer. */
+/* Waiting out the machine's slow stretches. The AMD EPYC machine has stretches of seconds to minutes in
+ * which the algorithms over the shared-memory rings take two to four times as long (the 4-rank ring
+ * AllGather of 1 MiB 426 us a call through a whole sweep, 206 in one an hour before; docs/tuning.md,
+ * "Efficiencies fitted over turns of the whole sweep"): fitted there, their efficiencies priced them at
+ * three times what they took later, and figures measured there price every call slow. Before each pass of
+ * the figures and each collective's turn of a sweep, a look at the handoff of TUNE_CACHE_BYTES between two
+ * threads against two local copies (tune_handoff_ratio): about 1.2 there outside the stretches, 4 to 6
+ * inside, for minutes at a time (docs/tuning.md, "A look that needs no fast turn"). A sweep's turn also looks
+ * at its ring AllGather of TUNE_CACHE_BYTES (or of the sweep's largest size, where that is smaller) against
+ * the fastest such look of the sweep. Where the handoff runs past SETTLE_HANDOFF, or the ring past
+ * SETTLE_FACTOR times its fastest, the run waits for the stretch to pass, looking every SETTLE_PAUSE_S, up
+ * to SETTLE_WAIT_S at a time, and in all no longer than it has measured (at least SETTLE_WAIT_S) nor
+ * SETTLE_TOTAL_S, and then goes on whatever the looks say: a machine whose handoffs always cost more than
+ * SETTLE_HANDOFF copies waits that long and no longer. */
 #define SETTLE_FACTOR 1.6
 #define SETTLE_HANDOFF 2.0
 #define SETTLE_PAUSE_S 2
-#define SETTLE_WAIT_S 20
-#define SETTLE_TOTAL_S 120
+#define SETTLE_WAIT_S 60
+#define SETTLE_TOTAL_S 600
 
-typedef struct sweep_settle {
-    int iters;     /* calls a look times (0: not sized yet) */
-    double best;   /* the fastest look's seconds a call */
+typedef struct settle {
+    int64_t start; /* when the run began */
     double waited; /* seconds waited in all */
-    int64_t start; /* when the sweep began */
-    double bytes;  /* a look's size: TUNE_CACHE_BYTES, or the sweep's largest where that is smaller */
-} sweep_settle_t;
+} settle_t;
 
-/* Whether the sweep may wait SETTLE_PAUSE_S more: the same answer on every rank (rank 0's clock). */
-static chorus_result_t settle_may_wait(const sweep_t *s, const sweep_settle_t *st, double waited, int *may_p)
+/* Whether the run may wait SETTLE_PAUSE_S more, `waited` seconds into this wait: the same answer on every
+ * rank (rank 0's clock). */
+static chorus_result_t settle_may_wait(chorus_comm_t comm, const settle_t *st, double waited, int *may_p)
 {
     double measured = (double)(time_now_ns() - st->start) * 1e-9 - st->waited;
-    CHECK(chorus_broadcast(&measured, &measured, 1, chorus_float64, 0, s->comm, NULL));
-    *may_p = waited < SETTLE_WAIT_S && st->waited + SETTLE_PAUSE_S <= fmin(measured, SETTLE_TOTAL_S);
+    CHECK(chorus_broadcast(&measured, &measured, 1, chorus_float64, 0, comm, NULL));
+    *may_p = waited < SETTLE_WAIT_S &&
+             st->waited + SETTLE_PAUSE_S <= fmin(fmax(measured, SETTLE_WAIT_S), SETTLE_TOTAL_S);
     return CHORUS_SUCCESS;
 }
 
-/* The looks: *sec_p, seconds a call of the ring AllGather; *handoff_p, rank 0's tune_handoff_ratio (the
- * others wait in the broadcast); the same on every rank. */
-static chorus_result_t settle_look(const sweep_t *s, sweep_settle_t *st, double *sec_p, double *handoff_p)
+/* Waits SETTLE_PAUSE_S, every rank alike, and lines them up again. */
+static chorus_result_t settle_pause(chorus_comm_t comm, settle_t *st, double *waited)
+{
+    sleep(SETTLE_PAUSE_S);
+    *waited += SETTLE_PAUSE_S;
+    st->waited += SETTLE_PAUSE_S;
+    return chorus_barrier(comm, NULL);
+}
+
+/* Rank 0's tune_handoff_ratio, on every rank (the others wait in the broadcast). */
+static chorus_result_t settle_handoff(chorus_comm_t comm, double *ratio_p)
+{
+    int rank;
+    chorus_comm_rank(comm, &rank);
+    *ratio_p = rank == 0 ? tune_handoff_ratio() : 0;
+    return chorus_broadcast(ratio_p, ratio_p, 1, chorus_float64, 0, comm, NULL);
+}
+
+/* Before a pass of the figures: the handoff's look alone. */
+static chorus_result_t settle_pass(chorus_comm_t comm, settle_t *st, int pass)
+{
+    double ratio, waited = 0;
+    int may, rank;
+    chorus_comm_rank(comm, &rank);
+    CHECK(settle_handoff(comm, &ratio));
+    while (ratio > SETTLE_HANDOFF) {
+        CHECK(settle_may_wait(comm, st, waited, &may));
+        if (!may) break;
+        CHECK(settle_pause(comm, st, &waited));
+        CHECK(settle_handoff(comm, &ratio));
+    }
+    if (waited > 0 && rank == 0)
+        printf("# pass %d: a handoff %.2f times its copies; %safter %.0f s of waiting\n", pass + 1, ratio,
+               ratio > SETTLE_HANDOFF ? "still slow " : "", waited);
+    return CHORUS_SUCCESS;
+}
+
+/* A sweep's looks: its ring AllGather's size, calls and fastest time. */
+typedef struct sweep_settle {
+    int iters;    /* calls a look times (0: not sized yet) */
+    double best;  /* the fastest look's seconds a call */
+    double bytes; /* a look's size: TUNE_CACHE_BYTES, or the sweep's largest where that is smaller */
+} sweep_settle_t;
+
+/* The looks: *sec_p, seconds a call of the ring AllGather; *handoff_p, settle_handoff's. */
+static chorus_result_t settle_look(const sweep_t *s, sweep_settle_t *ss, double *sec_p, double *handoff_p)
 {
     CHECK(sweep_force(s, COLL_ALLGATHER, "ring"));
     double once;
-    CHECK(sweep_time(s, COLL_ALLGATHER, st->bytes, 1, &once));
-    if (!st->iters) st->iters = sweep_iters(once);
-    CHECK(sweep_time(s, COLL_ALLGATHER, st->bytes, st->iters, sec_p));
-    *handoff_p = s->rank == 0 ? tune_handoff_ratio() : 0;
-    CHECK(chorus_broadcast(handoff_p, handoff_p, 1, chorus_float64, 0, s->comm, NULL));
+    CHECK(sweep_time(s, COLL_ALLGATHER, ss->bytes, 1, &once));
+    if (!ss->iters) ss->iters = sweep_iters(once);
+    CHECK(sweep_time(s, COLL_ALLGATHER, ss->bytes, ss->iters, sec_p));
+    CHECK(settle_handoff(s->comm, handoff_p));
     return comm_set_algo(s->comm, getenv("CHORUS_ALGO"));
 }
 
 /* Whether the looks say the machine is in a slow stretch. */
-static int settle_slow(const sweep_settle_t *st, double t, double handoff)
+static int settle_slow(const sweep_settle_t *ss, double t, double handoff)
 {
-    return t > SETTLE_FACTOR * st->best || handoff > SETTLE_HANDOFF;
+    return t > SETTLE_FACTOR * ss->best || handoff > SETTLE_HANDOFF;
 }
 
-static chorus_result_t sweep_settle(const sweep_t *s, sweep_settle_t *st, coll_kind_t coll, int rep)
+static chorus_result_t sweep_settle(const sweep_t *s, sweep_settle_t *ss, coll_kind_t coll, int rep)
 {
     double t, handoff, waited = 0;
     int may;
-    CHECK(settle_look(s, st, &t, &handoff));
-    if (st->best == 0 || t < st->best) st->best = t;
-    while (settle_slow(st, t, handoff)) {
-        CHECK(settle_may_wait(s, st, waited, &may));
+    CHECK(settle_look(s, ss, &t, &handoff));
+    if (ss->best == 0 || t < ss->best) ss->best = t;
+    while (settle_slow(ss, t, handoff)) {
+        CHECK(settle_may_wait(s->comm, s->settle, waited, &may));
         if (!may) break;
-        sleep(SETTLE_PAUSE_S); /* every rank alike: the looks are the same on all */
-        waited += SETTLE_PAUSE_S;
-        st->waited += SETTLE_PAUSE_S;
-        CHECK(chorus_barrier(s->comm, NULL));
-        CHECK(settle_look(s, st, &t, &handoff));
-        if (t < st->best) st->best = t;
+        CHECK(settle_pause(s->comm, s->settle, &waited));
+        CHECK(settle_look(s, ss, &t, &handoff));
+        if (t < ss->best) ss->best = t;
     }
     if (waited > 0 && s->rank == 0)
         printf("# turn %d, %s: the ring AllGather of %.0f bytes took %.1f us, %.2f times the sweep's fastest, a "
-               "handoff %.2f times its copies; %safter %.0f s of waiting\n", rep + 1, coll_name(coll), st->bytes,
-               t * 1e6, t / st->best, handoff, settle_slow(st, t, handoff) ? "still slow " : "", waited);
+               "handoff %.2f times its copies; %safter %.0f s of waiting\n", rep + 1, coll_name(coll), ss->bytes,
+               t * 1e6, t / ss->best, handoff, settle_slow(ss, t, handoff) ? "still slow " : "", waited);
     return CHORUS_SUCCESS;
 }
 
@@ -402,10 +441,10 @@ static int add_rules(tune_file_t *tf, coll_kind_t coll, int nranks, tune_link_t 
  * tf->params (whose figures must be this communicator's link's); with `rules`, derives the rules of its
  * rank count and link into tf too (rank 0's counts). */
 static chorus_result_t sweep_all(chorus_comm_t comm, tune_link_t link, double max_bytes, double drop_over,
-                                 tune_file_t *tf, int rules)
+                                 tune_file_t *tf, int rules, settle_t *st)
 {
     sweep_t s = {.comm = comm, .tp = &tf->params, .from = rules ? TUNE_SWEEP_MIN : TUNE_FIT_FROM,
-                 .drop_over = drop_over};
+                 .drop_over = drop_over, .settle = st};
     chorus_comm_rank(comm, &s.rank);
     chorus_comm_size(comm, &s.nranks);
     s.send = tune_alloc((size_t)max_bytes);
@@ -430,7 +469,7 @@ static chorus_result_t sweep_all(chorus_comm_t comm, tune_link_t link, double ma
     /* Turn after turn of the whole sweep, so that the turns of one point lie spread over it: the AMD EPYC
      * machine runs in stretches of seconds to minutes in which the shared-memory rings take several times
      * as long (docs/tuning.md, "Two modes"), and five turns back to back fell into one stretch together. */
-    sweep_settle_t settle = {.start = time_now_ns(), .bytes = fmin(TUNE_CACHE_BYTES, max_bytes)};
+    sweep_settle_t settle = {.bytes = fmin(TUNE_CACHE_BYTES, max_bytes)};
     for (int rep = 0; res == CHORUS_SUCCESS && rep < TUNE_REPS; rep++)
         for (int c = 0; res == CHORUS_SUCCESS && c < NCOLLS; c++) {
             res = sweep_settle(&s, &settle, colls[c], rep);
@@ -487,8 +526,8 @@ typedef struct passes {
 
 /* The parameters of comm's links: the median of the passes' measurements, the passes' starts spread
  * evenly over the spread (every rank sleeps alike, then a barrier lines them up). */
-static chorus_result_t measure(chorus_comm_t comm, const passes_t *ps, tune_params_t *tp, tune_link_t *link_p,
-                               double *share_p)
+static chorus_result_t measure(chorus_comm_t comm, const passes_t *ps, settle_t *st, tune_params_t *tp,
+                               tune_link_t *link_p, double *share_p)
 {
     tune_params_t runs[TUNE_MEDIAN_MAX];
     int64_t start = time_now_ns();
@@ -502,6 +541,7 @@ static chorus_result_t measure(chorus_comm_t comm, const passes_t *ps, tune_para
             }
             CHECK(chorus_barrier(comm, NULL));
         }
+        CHECK(settle_pass(comm, st, i));
         CHECK(comm_tune_measure(comm, &runs[i], link_p, share_p));
     }
     comm_tune_median(comm, tp, runs, ps->count);
@@ -575,11 +615,13 @@ int main(int argc, char **argv)
     }
     tune_file_t *tf = calloc(1, sizeof(*tf));
     if (!tf) return fail(comm, "memory for the tuning file", CHORUS_ERR_NO_MEMORY);
+    settle_t settle = {.start = time_now_ns()};
     tune_params_t tcp;
     tune_link_t link, tcp_link = TUNE_LINK_COUNT;
     double share, tcp_share;
-    if ((res = measure(comm, &ps, &tf->params, &link, &share)) != CHORUS_SUCCESS) return fail(comm, "measuring", res);
-    if (fit && (res = sweep_all(comm, link, (double)max_bytes, drop_over, tf, rules)) != CHORUS_SUCCESS)
+    if ((res = measure(comm, &ps, &settle, &tf->params, &link, &share)) != CHORUS_SUCCESS)
+        return fail(comm, "measuring", res);
+    if (fit && (res = sweep_all(comm, link, (double)max_bytes, drop_over, tf, rules, &settle)) != CHORUS_SUCCESS)
         return fail(comm, "timing the algorithms", res);
     if (link == TUNE_LINK_SHM) {
         /* The TCP path of this host: a second communicator over loopback (or CHORUS_SOCKET_IFNAME), its
@@ -591,14 +633,15 @@ int main(int argc, char **argv)
         setenv("CHORUS_TRANSPORT", "tcp", 1);
         if ((res = chorus_comm_init_rank(&tcp_comm, nranks, id, rank)) != CHORUS_SUCCESS)
             return fail(NULL, "the TCP communicator", res);
-        if ((res = measure(tcp_comm, &ps, &tcp, &tcp_link, &tcp_share)) != CHORUS_SUCCESS)
+        if ((res = measure(tcp_comm, &ps, &settle, &tcp, &tcp_link, &tcp_share)) != CHORUS_SUCCESS)
             return fail(tcp_comm, "measuring TCP", res);
         /* The file's TCP figures, before the sweep fits the TCP efficiencies against them. */
         tune_params_t *tp = &tf->params;
         tp->alpha[TUNE_LINK_TCP] = tcp.alpha[TUNE_LINK_TCP];
         memcpy(tp->beta[TUNE_LINK_TCP], tcp.beta[TUNE_LINK_TCP], sizeof(tp->beta[TUNE_LINK_TCP]));
         memcpy(tp->beta_oneway[TUNE_LINK_TCP], tcp.beta_oneway[TUNE_LINK_TCP], sizeof(tp->beta_oneway[TUNE_LINK_TCP]));
-        if (fit && (res = sweep_all(tcp_comm, tcp_link, (double)max_bytes, drop_over, tf, rules)) != CHORUS_SUCCESS)
+        if (fit &&
+            (res = sweep_all(tcp_comm, tcp_link, (double)max_bytes, drop_over, tf, rules, &settle)) != CHORUS_SUCCESS)
             return fail(tcp_comm, "timing the algorithms over TCP", res);
         chorus_comm_destroy(tcp_comm);
     }

@@ -322,12 +322,17 @@ static chorus_result_t tune_measure_arena_profile(prims_t *p, tune_state_t *ts, 
     return CHORUS_SUCCESS;
 }
 
-/* memory = memory * cache / was, for one figure (a rate, or gamma's time per byte) whose cache-regime value
- * went from was to cache. */
-static void tune_scale_memory(double *figure, double was)
+/* One figure (a rate, or gamma's time per byte) whose cache-regime value the quick measurement took from
+ * was to figure[TUNE_CACHE]: both regimes become their source's times the ratio of what was measured to
+ * what the quick measurement finds where the source was measured (quick, where known; else was itself, and
+ * the cache figure stays as measured). The ratio, 1 where the figure was not measured. */
+static double tune_scale_figure(double *figure, double was, double quick)
 {
-    if (was > 0 && figure[TUNE_CACHE] > 0 && figure[TUNE_CACHE] != was)
-        figure[TUNE_MEMORY] *= figure[TUNE_CACHE] / was;
+    if (!(was > 0) || !(figure[TUNE_CACHE] > 0) || figure[TUNE_CACHE] == was) return 1;
+    double ratio = figure[TUNE_CACHE] / (quick > 0 ? quick : was);
+    figure[TUNE_CACHE] = was * ratio;
+    figure[TUNE_MEMORY] *= ratio;
+    return ratio;
 }
 
 /* The quick measurement times the cache regime only (the memory regime needs buffers past the last-level
@@ -340,6 +345,15 @@ static void tune_scale_memory(double *figure, double was)
  * out 2-4x slower than predicted. The built-in sets are one machine's at shares 1, 2 and 4 (tune.c): one
  * set of one rank a core had kept the single-copy reads in memory at 0.37 of their cache rate at any
  * share, where chorus-tune measures 0.6 at four ranks a core.
+ * Like is set against like: the built-in sets are chorus-tune's figures, the best of 50 batches of 16
+ * calls (the arena's), and the quick measurement's best of 4 batches of 4 finds less on the same machine:
+ * on the AMD EPYC one, the arena's reads at 41 to 57 GB/s in cache at one rank a core against the set's
+ * 63, so that every figure scaled by it came out 10 to 25 % slow and the direct algorithms in memory
+ * were priced that much too slow (docs/tuning.md, "The init against its own kind of measurement"). The
+ * built-in sets carry what the quick measurement finds on that machine at their share (tune_params_t.quick,
+ * the medians of inits), and the init scales both regimes of a figure by what it measures over that: on
+ * that machine, the set as it is, give or take the moment; elsewhere, the set as far from it as the
+ * machine is, measured the same way.
  * A tuning file's memory figures were measured on this machine: where the communicator's ranks outnumber
  * the cores they stay as they are, since the init's cache figures then carry the sharing of the cores
  * beyond the share s the model applies (4 ranks on 2 cores of a Xeon virtual machine measured single-copy
@@ -349,17 +363,17 @@ static void tune_scale_memory(double *figure, double was)
  * each communicator's own share (tune_file_use_share), made no difference beyond the runs' noise
  * (docs/tuning.md, "Figures per share of the cores"). By default, a file measured on this machine at the
  * communicator's share skips the measurement at init altogether (tune_setup). */
-static void tune_scale_memory_figures(tune_params_t *tp, const tune_params_t *was)
+void tune_scale_figures(tune_params_t *tp, const tune_params_t *was)
 {
+    const struct tune_quick *q = &was->quick;
     for (int l = 0; l < TUNE_LINK_COUNT; l++) {
-        tune_scale_memory(tp->beta[l], was->beta[l][TUNE_CACHE]);
-        tune_scale_memory(tp->beta_oneway[l], was->beta_oneway[l][TUNE_CACHE]);
+        tune_scale_figure(tp->beta[l], was->beta[l][TUNE_CACHE], q->beta[l]);
+        tune_scale_figure(tp->beta_oneway[l], was->beta_oneway[l][TUNE_CACHE], q->oneway[l]);
     }
-    tune_scale_memory(tp->beta_cma, was->beta_cma[TUNE_CACHE]);
-    tune_scale_memory(tp->beta_cma_read, was->beta_cma_read[TUNE_CACHE]);
-    tune_scale_memory(tp->beta_copy, was->beta_copy[TUNE_CACHE]);
-    tune_scale_memory(tp->gamma, was->gamma[TUNE_CACHE]);
-    if (was->beta_copy[TUNE_CACHE] > 0) tp->beta_stream *= tp->beta_copy[TUNE_CACHE] / was->beta_copy[TUNE_CACHE];
+    tune_scale_figure(tp->beta_cma, was->beta_cma[TUNE_CACHE], q->cma);
+    tune_scale_figure(tp->beta_cma_read, was->beta_cma_read[TUNE_CACHE], q->cma_read);
+    tp->beta_stream *= tune_scale_figure(tp->beta_copy, was->beta_copy[TUNE_CACHE], q->copy);
+    tune_scale_figure(tp->gamma, was->gamma[TUNE_CACHE], q->gamma);
 }
 
 /* What two ranks' sharing of their host's cores adds to the times of their link (2 where they share one
@@ -401,7 +415,7 @@ chorus_result_t tune_measure(prims_t *p, tune_state_t *ts, int thorough)
     free(scratch);
     CHECK(res);
     if (prims_rank(p) == 0 && !thorough && !(ts->file.from_file && ts->comm.caps.oversubscribed)) /* see above */
-        tune_scale_memory_figures(tp, &was);
+        tune_scale_figures(tp, &was);
     if (prims_rank(p) == 0) {
         char was[sizeof(tp->source)];
         snprintf(was, sizeof(was), "%s", tp->source);

@@ -26,8 +26,9 @@ const char *tune_link_name(tune_link_t link) { return link < TUNE_LINK_COUNT ? l
 /* The built-in figures, one set per share of the cores as a tuning file holds them: the medians of three
  * `chorus-tune --fit` runs on 2, 4 and 8 ranks (shares 1, 2 and 4) of the AMD EPYC virtual machine with
  * 1 MiB of L2 per core and 32 MiB of L3 (docs/tuning.md, "Built-in figures per share of the cores"), made
- * with the data path as it is. Without a tuning file the init measures the cache figures and scales the
- * memory ones by what it measured over these (calibrate.c): what counts there is each figure's memory rate
+ * with the data path as it is. Without a tuning file the init measures the cache figures and scales both
+ * regimes of these by what it measured over what it measures on that machine at that share (quick: the
+ * medians of 15 inits; calibrate.c, tune_scale_figures): what counts there is each figure's memory rate
  * over its cache rate at the communicator's share, which rises with the share (the cache figures, timed by
  * every rank at once, fall as more ranks share a core's caches; the memory ones rise): single-copy reads
  * in memory at 0.38 of their cache rate at one rank a core, 0.60 at four, the arena's 0.25 and 0.36.
@@ -38,13 +39,19 @@ static const struct tune_builtin {
     double beta[TUNE_LINK_COUNT][TUNE_REGIMES];
     double oneway[TUNE_LINK_ARENA][TUNE_REGIMES]; /* shm, tcp */
     double cma[TUNE_REGIMES], cma_read[TUNE_REGIMES], copy[TUNE_REGIMES], stream, gamma[TUNE_REGIMES];
+    /* What the init measures there at that share (tune_params_t.quick; oneway: shm, tcp): the medians of 15
+     * inits (of 5 over TCP, CHORUS_TRANSPORT=tcp). */
+    struct tune_quick quick;
 } tune_builtins[] = {
     {1, {0.115, 3.515, 0.0664}, {{26.91, 10.26}, {8.712, 5.284}, {63.3, 16.01}}, {{58.13, 20.21}, {13.01, 7.781}},
-     {15.37, 7.256}, {14.71, 5.591}, {63.3, 20.52}, 21.95, {0.01501, 0.04695}},
+     {15.37, 7.256}, {14.71, 5.591}, {63.3, 20.52}, 21.95, {0.01501, 0.04695},
+     {{21.97, 6.44, 43.62}, {50.19, 12.74}, 13.59, 12.07, 69.1, 0.016}},
     {2, {0.3, 3.851, 1.54}, {{24.7, 9.511}, {7.148, 4.752}, {53.82, 15.67}}, {{52.56, 18.25}, {11.54, 6.921}},
-     {14.64, 7.718}, {13.88, 6.668}, {64.16, 20.76}, 21.82, {0.01414, 0.04742}},
+     {14.64, 7.718}, {13.88, 6.668}, {64.16, 20.76}, 21.82, {0.01414, 0.04742},
+     {{16.07, 5.98, 41.1}, {45.03, 9.45}, 13.72, 13.18, 76.1, 0.016}},
     {4, {0.2905, 3.671, 2.573}, {{26.55, 9.862}, {8.35, 5.176}, {54.88, 19.98}}, {{54.7, 20.54}, {11.89, 7.137}},
-     {14.01, 8.822}, {11.95, 7.138}, {64.87, 21.18}, 22.82, {0.0158, 0.04726}},
+     {14.01, 8.822}, {11.95, 7.138}, {64.87, 21.18}, 22.82, {0.0158, 0.04726},
+     {{17.77, 6.15, 45.32}, {40.57, 9.78}, 13.0, 9.8, 66.4, 0.017}},
 };
 
 /* How far a set measured at share `set` lies from share s (a ratio either way counts alike): the built-in
@@ -68,7 +75,15 @@ void tune_params_builtin(tune_params_t *tp, double s)
         tp->beta_copy[r] = b->copy[r] * 1e9;
         tp->gamma[r] = b->gamma[r] * 1e-9;
     }
-    for (int l = 0; l < TUNE_LINK_COUNT; l++) tp->alpha[l] = b->alpha[l] * 1e-6;
+    for (int l = 0; l < TUNE_LINK_COUNT; l++) {
+        tp->alpha[l] = b->alpha[l] * 1e-6;
+        tp->quick.beta[l] = b->quick.beta[l] * 1e9;
+        tp->quick.oneway[l] = b->quick.oneway[l] * 1e9;
+    }
+    tp->quick.cma = b->quick.cma * 1e9;
+    tp->quick.cma_read = b->quick.cma_read * 1e9;
+    tp->quick.copy = b->quick.copy * 1e9;
+    tp->quick.gamma = b->quick.gamma * 1e-9;
     snprintf(tp->source, sizeof(tp->source), "built in (the AMD EPYC machine at %g rank%s per core)", b->share,
              b->share == 1 ? "" : "s");
 }
@@ -675,6 +690,7 @@ chorus_result_t tune_file_read(const char *path, tune_file_t *tf, char *err, siz
     memset(defaults.beta_oneway, 0, sizeof(defaults.beta_oneway));
     memset(defaults.beta_cma, 0, sizeof(defaults.beta_cma));
     memset(defaults.beta_cma_read, 0, sizeof(defaults.beta_cma_read));
+    memset(&defaults.quick, 0, sizeof(defaults.quick)); /* the file's figures are chorus-tune's */
     defaults.beta_stream = 0; /* without a line: the file's copy rate in memory (tune_stream_rate) */
     tf->params = defaults;
     tf->nsets = 0;

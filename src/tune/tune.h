@@ -81,6 +81,13 @@ typedef struct tune_params {
      * chorus-tune --fit or --rules (tune_fit_efficiency); the prediction multiplies those terms by the two
      * blended by the call's memory share. 0: not measured, taken as 1 (docs/tuning.md, "Efficiencies"). */
     double efficiency[TUNE_LINK_COUNT][TUNE_ALGOS_MAX][TUNE_REGIMES];
+    /* Not in files: what the quick measurement at init (calibrate.c) finds for the cache figures on the
+     * machine and at the share these figures were measured at, 0 where not known (the built-in sets carry
+     * them; a tuning file's sets do not). The init prices by what it measures over these, like with like
+     * (tune_scale_figure). */
+    struct tune_quick {
+        double beta[TUNE_LINK_COUNT], oneway[TUNE_LINK_COUNT], cma, cma_read, copy, gamma;
+    } quick;
     char source[256];                            /* where they come from, for the logs */
 } tune_params_t;
 
@@ -409,5 +416,10 @@ void tune_measure_profile(tune_params_t *tp);
  * results. thorough: chorus-tune's (more repetitions, both regimes, the cache size; ~1 s); otherwise the
  * few milliseconds of init (cache regime only). */
 chorus_result_t tune_measure(prims_t *p, tune_state_t *ts, int thorough);
+/* After the quick measurement, on rank 0: tp held `was` (a tuning file's set, or the built-in one of the
+ * communicator's share) and now the cache figures measured; each measured figure's two regimes become
+ * was's times what was measured over what the quick measurement finds where was came from (was.quick),
+ * or over was's own figure where that is not known, which leaves the cache figure as measured. */
+void tune_scale_figures(tune_params_t *tp, const tune_params_t *was);
 
 #endif

@@ -3,7 +3,9 @@
  * ring or chain; forcing and exclusion override it). */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "algo/algo.h"
 #include "tune/tune.h"
@@ -608,6 +610,61 @@ static void check_builtin_shares(void)
                 "single-copy reads in memory over cache: higher at 4 ranks a core than at 1");
 }
 
+/* The init's figures: like with like. Measured as the quick measurement finds the built-in set's machine,
+ * the set as it is in both regimes; measured at half that, half the set; a tuning file's set (no quick
+ * figures) keeps the cache figure as measured and scales the memory one by it. */
+static void check_scale_figures(void)
+{
+    tune_params_t was, tp;
+    tune_params_builtin(&was, 1);
+    TEST_ASSERT(was.quick.beta[TUNE_LINK_ARENA] > 0 && was.quick.cma > 0 && was.quick.gamma > 0,
+                "the built-in set knows what the init measures where it was made");
+    for (int half = 0; half < 2; half++) {
+        double f = half ? 0.5 : 1;
+        tp = was;
+        tp.beta[TUNE_LINK_ARENA][TUNE_CACHE] = f * was.quick.beta[TUNE_LINK_ARENA];
+        tp.beta_cma_read[TUNE_CACHE] = f * was.quick.cma_read;
+        tp.beta_copy[TUNE_CACHE] = f * was.quick.copy;
+        tp.gamma[TUNE_CACHE] = was.quick.gamma / f; /* a time per byte: twice as long */
+        tune_scale_figures(&tp, &was);
+        for (int r = 0; r < TUNE_REGIMES; r++) {
+            TEST_ASSERT(fabs(tp.beta[TUNE_LINK_ARENA][r] / was.beta[TUNE_LINK_ARENA][r] - f) < 1e-9 &&
+                            fabs(tp.beta_cma_read[r] / was.beta_cma_read[r] - f) < 1e-9 &&
+                            fabs(tp.beta_copy[r] / was.beta_copy[r] - f) < 1e-9 &&
+                            fabs(tp.gamma[r] / was.gamma[r] - 1 / f) < 1e-9,
+                        "measured at %g of the init's figures there: %g of the set (regime %d)", f, f, r);
+            TEST_ASSERT(tp.beta[TUNE_LINK_TCP][r] == was.beta[TUNE_LINK_TCP][r] && tp.beta_cma[r] == was.beta_cma[r],
+                        "figures not measured stay the set's");
+        }
+        TEST_ASSERT(fabs(tp.beta_stream / was.beta_stream - f) < 1e-9, "the streamed copies go with the copies");
+    }
+    tune_params_t file = was;
+    memset(&file.quick, 0, sizeof(file.quick));
+    tp = file;
+    tp.beta[TUNE_LINK_ARENA][TUNE_CACHE] = 0.5 * file.beta[TUNE_LINK_ARENA][TUNE_CACHE];
+    tune_scale_figures(&tp, &file);
+    TEST_ASSERT(tp.beta[TUNE_LINK_ARENA][TUNE_CACHE] == 0.5 * file.beta[TUNE_LINK_ARENA][TUNE_CACHE] &&
+                    fabs(tp.beta[TUNE_LINK_ARENA][TUNE_MEMORY] / file.beta[TUNE_LINK_ARENA][TUNE_MEMORY] - 0.5) < 1e-9,
+                "a file's set: the cache figure as measured, the memory one scaled by it");
+    /* A tuning file's sets start from the built-in figures for what they leave out, but not from what the
+     * init measures where those were made. */
+    char path[] = "/tmp/chorus-tuning-XXXXXX";
+    int fd = mkstemp(path);
+    TEST_ASSERT(fd >= 0, "a temporary file");
+    if (fd < 0) return;
+    FILE *f = fdopen(fd, "w");
+    fprintf(f, "chorus-tuning 1\nbeta shm cache 10GB/s\n");
+    fclose(f);
+    static tune_file_t tf;
+    tune_params_builtin(&tf.params, 1);
+    char err[256] = "";
+    TEST_ASSERT(tune_file_read(path, &tf, err, sizeof(err)) == CHORUS_SUCCESS, "the file reads: %s", err);
+    unlink(path);
+    struct tune_quick none;
+    memset(&none, 0, sizeof(none));
+    TEST_ASSERT(memcmp(&tf.params.quick, &none, sizeof(none)) == 0, "a file's set has no quick figures");
+}
+
 /* chorus-tune's passes: every figure the median of its values, so that one disturbed pass is outvoted. */
 static void check_params_median(void)
 {
@@ -1081,6 +1138,7 @@ int main(void)
     check_errors();
     check_params_median();
     check_builtin_shares();
+    check_scale_figures();
     check_derive_arena();
     check_fit();
     check_select_again();
