@@ -84,7 +84,7 @@ typedef struct tune_params {
     /* Not in files: what the quick measurement at init (calibrate.c) finds for the cache figures on the
      * machine and at the share these figures were measured at, 0 where not known (the built-in sets carry
      * them; a tuning file's sets do not). The init prices by what it measures over these, like with like
-     * (tune_scale_figure). */
+     * (tune_scale_figures). */
     struct tune_quick {
         double beta[TUNE_LINK_COUNT], oneway[TUNE_LINK_COUNT], cma, cma_read, copy, gamma;
     } quick;
@@ -402,7 +402,7 @@ void tune_measure_local(tune_params_t *tp, tune_regime_t r, int runs, void *scra
 /* A look at how the cores hand data to each other now, against how fast each copies alone: the time of
  * handing TUNE_CACHE_BYTES from one thread to another (one copies them into a buffer, the other out of
  * it, in turn), over two local copies of as much; about 1 where a handoff costs its two copies. An AMD
- * EPYC virtual machine runs in stretches of minutes in which it is 4 to 5 and the local copies keep their
+ * EPYC virtual machine runs in stretches of minutes in which it is 4 to 6 and the local copies keep their
  * speed (docs/tuning.md, "A look that needs no fast turn"). A few milliseconds; 0 where it cannot tell
  * (no memory, no thread). */
 double tune_handoff_ratio(void);
