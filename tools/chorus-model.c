@@ -175,7 +175,8 @@ int main(int argc, char **argv)
         tune_file_use_share(&tf, tune_share(&probe));
         tp = tf.params;
     } else if (alpha || beta) {
-        /* The seed's model: links only. */
+        /* The seed's model: links only, the formulas as they stand (no efficiency of the built-in set's). */
+        memset(tp.efficiency, 0, sizeof(tp.efficiency));
         tp.gamma[TUNE_CACHE] = tp.gamma[TUNE_MEMORY] = 0;
         tp.beta_copy[TUNE_CACHE] = tp.beta_copy[TUNE_MEMORY] = INFINITY;
         snprintf(tp.source, sizeof(tp.source), "given (the seed's alpha-beta model)");

@@ -42,21 +42,39 @@ static const struct tune_builtin {
     /* What the init measures there at that share (tune_params_t.quick; oneway: shm, tcp): the medians of 15
      * inits (of 5 over TCP, CHORUS_TRANSPORT=tcp). */
     struct tune_quick quick;
+    const char *efficiency; /* builtin_efficiency.c's text of that share */
 } tune_builtins[] = {
     {1, {0.115, 3.515, 0.0664}, {{26.91, 10.26}, {8.712, 5.284}, {63.3, 16.01}}, {{58.13, 20.21}, {13.01, 7.781}},
      {15.37, 7.256}, {14.71, 5.591}, {63.3, 20.52}, 21.95, {0.01501, 0.04695},
-     {{21.97, 6.44, 43.62}, {50.19, 12.74}, 13.59, 12.07, 69.1, 0.016}},
+     {{21.97, 6.44, 43.62}, {50.19, 12.74}, 13.59, 12.07, 69.1, 0.016}, tune_builtin_efficiency_1},
     {2, {0.3, 3.851, 1.54}, {{24.7, 9.511}, {7.148, 4.752}, {53.82, 15.67}}, {{52.56, 18.25}, {11.54, 6.921}},
      {14.64, 7.718}, {13.88, 6.668}, {64.16, 20.76}, 21.82, {0.01414, 0.04742},
-     {{16.07, 5.98, 41.1}, {45.03, 9.45}, 13.72, 13.18, 76.1, 0.016}},
+     {{16.07, 5.98, 41.1}, {45.03, 9.45}, 13.72, 13.18, 76.1, 0.016}, tune_builtin_efficiency_2},
     {4, {0.2905, 3.671, 2.573}, {{26.55, 9.862}, {8.35, 5.176}, {54.88, 19.98}}, {{54.7, 20.54}, {11.89, 7.137}},
      {14.01, 8.822}, {11.95, 7.138}, {64.87, 21.18}, 22.82, {0.0158, 0.04726},
-     {{17.77, 6.15, 45.32}, {40.57, 9.78}, 13.0, 9.8, 66.4, 0.017}},
+     {{17.77, 6.15, 45.32}, {40.57, 9.78}, 13.0, 9.8, 66.4, 0.017}, tune_builtin_efficiency_4},
 };
 
 /* How far a set measured at share `set` lies from share s (a ratio either way counts alike): the built-in
  * sets and a file's are taken by the least. */
 static double tune_share_distance(double set, double s) { return fabs(log(set / s)); }
+
+static int tune_parse_efficiency(tune_params_t *tp, char *const *w, int nw, char *err, size_t errlen);
+
+/* The lines of a built-in efficiency text into tp (the library's own: the tests check that every line
+ * reads, check_builtin_shares). */
+static void tune_builtin_efficiencies(tune_params_t *tp, const char *text)
+{
+    char line[128], err[160], *w[8], *save;
+    for (const char *p = text; *p;) {
+        size_t len = strcspn(p, "\n");
+        snprintf(line, sizeof(line), "%.*s", (int)len, p);
+        p += len + (p[len] == '\n');
+        int nw = 0;
+        for (char *tok = strtok_r(line, " ", &save); tok && nw < 8; tok = strtok_r(NULL, " ", &save)) w[nw++] = tok;
+        if (nw > 0) (void)tune_parse_efficiency(tp, w, nw, err, sizeof(err));
+    }
+}
 
 void tune_params_builtin(tune_params_t *tp, double s)
 {
@@ -84,6 +102,7 @@ void tune_params_builtin(tune_params_t *tp, double s)
     tp->quick.cma_read = b->quick.cma_read * 1e9;
     tp->quick.copy = b->quick.copy * 1e9;
     tp->quick.gamma = b->quick.gamma * 1e-9;
+    tune_builtin_efficiencies(tp, b->efficiency);
     snprintf(tp->source, sizeof(tp->source), "built in (the AMD EPYC machine at %g rank%s per core)", b->share,
              b->share == 1 ? "" : "s");
 }
@@ -458,6 +477,24 @@ static int tune_parse_rule(char **w, int nw, tune_rule_t *rule, char *err, size_
     return 0;
 }
 
+/* An efficiency line's words after "efficiency": COLL ALGO shm|tcp CACHE MEMORY, into tp. */
+static int tune_parse_efficiency(tune_params_t *tp, char *const *w, int nw, char *err, size_t errlen)
+{
+    int i = nw == 5 ? tune_find_algo(w[0], w[1], err, errlen) : -1, link;
+    if (nw != 5) snprintf(err, errlen, "\"efficiency COLL ALGO shm|tcp CACHE MEMORY\": two factors, in cache and in memory");
+    if (i < 0) return -1;
+    double v, m;
+    if ((link = tune_find_link(w[2])) < 0 || link == TUNE_LINK_ARENA || tune_parse_value(w[3], &v) != 0 ||
+        tune_parse_value(w[4], &m) != 0 || !(v > 0) || !(m > 0) || !isfinite(v) || !isfinite(m)) {
+        snprintf(err, errlen, "\"efficiency %s %s %s %s %s\": the link is shm or tcp, the factors numbers above 0",
+                 w[0], w[1], w[2], w[3], w[4]);
+        return -1;
+    }
+    tp->efficiency[link][i][TUNE_CACHE] = v;
+    tp->efficiency[link][i][TUNE_MEMORY] = m;
+    return 0;
+}
+
 /* One line, split into words. */
 static int tune_parse_line(tune_file_t *tf, char **w, int nw, int *version_p, char *err, size_t errlen)
 {
@@ -541,22 +578,7 @@ static int tune_parse_line(tune_file_t *tf, char **w, int nw, int *version_p, ch
         pf->rate[pf->n++] = rate;
         return 0;
     }
-    if (strcmp(w[0], "efficiency") == 0) {
-        int i = nw == 6 ? tune_find_algo(w[1], w[2], err, errlen) : -1;
-        if (nw != 6) snprintf(err, errlen, "\"efficiency COLL ALGO shm|tcp CACHE MEMORY\": two factors, in cache and "
-                                           "in memory");
-        if (i < 0) return -1;
-        double m;
-        if ((link = tune_find_link(w[3])) < 0 || link == TUNE_LINK_ARENA || tune_parse_value(w[4], &v) != 0 ||
-            tune_parse_value(w[5], &m) != 0 || !(v > 0) || !(m > 0) || !isfinite(v) || !isfinite(m)) {
-            snprintf(err, errlen, "\"efficiency %s %s %s %s %s\": the link is shm or tcp, the factors numbers above 0",
-                     w[1], w[2], w[3], w[4], w[5]);
-            return -1;
-        }
-        tf->params.efficiency[link][i][TUNE_CACHE] = v;
-        tf->params.efficiency[link][i][TUNE_MEMORY] = m;
-        return 0;
-    }
+    if (strcmp(w[0], "efficiency") == 0) return tune_parse_efficiency(&tf->params, w + 1, nw - 1, err, errlen);
     if (strcmp(w[0], "rule") == 0) {
         if (tf->nrules == TUNE_MAX_RULES) {
             snprintf(err, errlen, "more than %d rules", TUNE_MAX_RULES);
@@ -690,7 +712,10 @@ chorus_result_t tune_file_read(const char *path, tune_file_t *tf, char *err, siz
     memset(defaults.beta_oneway, 0, sizeof(defaults.beta_oneway));
     memset(defaults.beta_cma, 0, sizeof(defaults.beta_cma));
     memset(defaults.beta_cma_read, 0, sizeof(defaults.beta_cma_read));
-    memset(&defaults.quick, 0, sizeof(defaults.quick)); /* the file's figures are chorus-tune's */
+    /* The built-in set's quick figures and efficiencies go with its figures: the file's are chorus-tune's,
+     * and priced by its own lines alone (efficiencies of its own: --fit). */
+    memset(&defaults.quick, 0, sizeof(defaults.quick));
+    memset(defaults.efficiency, 0, sizeof(defaults.efficiency));
     defaults.beta_stream = 0; /* without a line: the file's copy rate in memory (tune_stream_rate) */
     tf->params = defaults;
     tf->nsets = 0;

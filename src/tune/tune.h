@@ -139,6 +139,8 @@ void tune_derive_arena(tune_params_t *tp, const tune_comm_t *tc, int n);
 /* The built-in parameters of the set measured at the share of the cores nearest s (docs/tuning.md says
  * how and when). */
 void tune_params_builtin(tune_params_t *tp, double s);
+/* Its efficiencies at shares 1, 2 and 4, in a tuning file's words (builtin_efficiency.c). */
+extern const char tune_builtin_efficiency_1[], tune_builtin_efficiency_2[], tune_builtin_efficiency_4[];
 
 /* Bytes per second of a streamed copy: beta_stream, or where none was measured beta_copy's in memory. */
 double tune_stream_rate(const tune_params_t *tp);

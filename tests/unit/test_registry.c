@@ -19,6 +19,8 @@ static int single_copy_fast;
 /* The arena's and single-copy reads' rates in the parameters pick_args selects with, as multiples of the
  * built-in ones. */
 static double arena_scale = 1, cma_scale = 1;
+/* 1: state_for leaves out the built-in efficiencies, for the checks of the model's own terms. */
+static int no_efficiencies;
 
 /* A communicator's tuning state as pick_args selects with: built-in parameters (as single_copy_fast,
  * arena_scale and cma_scale adjust them), nranks on one host (direct) or across hosts. */
@@ -31,6 +33,7 @@ static void state_for(tune_state_t *ts, int nranks, int direct, int cores)
                              .chunk = 256 << 10, .slot = 256 << 10};
     tune_comm_set_cores(&ts->comm, cores);
     tune_params_builtin(&ts->file.params, tune_share(&ts->comm));
+    if (no_efficiencies) memset(ts->file.params.efficiency, 0, sizeof(ts->file.params.efficiency));
     for (int r = 0; r < TUNE_REGIMES; r++) {
         ts->file.params.beta[TUNE_LINK_ARENA][r] *= arena_scale;
         ts->file.params.beta_cma[r] *= cma_scale;
@@ -553,11 +556,13 @@ static void check_rule_model(void)
     TEST_ASSERT(strcmp(pick(&cfg, COLL_ALLGATHER, 1 << 10, 2), "bruck") == 0, "allgather 2 KiB, 2 ranks, two hosts");
     TEST_ASSERT(strcmp(pick(&cfg, COLL_ALLTOALL, 2 << 10, 2), "bruck") == 0, "alltoall 4 KiB, 2 ranks, two hosts");
     TEST_ASSERT(strcmp(pick(&cfg, COLL_ALLTOALL, 1 << 20, 2), "pairwise") == 0, "alltoall 2 MiB, 2 ranks, two hosts");
-    /* The built-in figures price recursive doubling below direct and single copy at 16 MiB, level with the
-     * ring (on 2 ranks both are one exchange of the same bytes): it is not among the rule's, and never
-     * taken. */
+    /* The built-in figures' terms (their efficiencies aside) price recursive doubling below direct and
+     * single copy at 16 MiB, level with the ring (on 2 ranks both are one exchange of the same bytes): it
+     * is not among the rule's, and never taken. */
+    no_efficiencies = 1;
     TEST_ASSERT(strcmp(model_among(COLL_ALLGATHER, 8 << 20, 2, 1, "rd,mesh,direct,cma"), "rd") == 0,
                 "rd below direct and cma at 16 MiB (the case this checks)");
+    no_efficiencies = 0;
     const char *among = pick_on(&cfg, COLL_ALLGATHER, 8 << 20, 2, 1, 2);
     TEST_ASSERT(strcmp(among, "direct") == 0 || strcmp(among, "ring") == 0 || strcmp(among, "cma") == 0,
                 "the rule's choice is one of its own: %s", among);
@@ -601,6 +606,20 @@ static void check_builtin_shares(void)
             TEST_ASSERT(tp.beta[TUNE_LINK_ARENA][r] > 0 && tp.beta_cma_read[r] > 0 && tp.beta_copy[r] > 0 &&
                             tp.gamma[r] > 0 && tp.beta[TUNE_LINK_TCP][r] > 0 && tp.beta_oneway[TUNE_LINK_SHM][r] > 0,
                         "share %g: every rate set", cases[i].s);
+    }
+    /* Every line of the built-in efficiencies reads into its set. */
+    static const struct {
+        double s;
+        const char *text;
+    } effs[] = {{1, tune_builtin_efficiency_1}, {2, tune_builtin_efficiency_2}, {4, tune_builtin_efficiency_4}};
+    for (size_t i = 0; i < sizeof(effs) / sizeof(effs[0]); i++) {
+        tune_params_t tp;
+        tune_params_builtin(&tp, effs[i].s);
+        int lines = 0, set = 0;
+        for (const char *p = effs[i].text; *p; p++) lines += *p == '\n';
+        for (int l = 0; l < TUNE_LINK_COUNT; l++)
+            for (int a = 0; a < TUNE_ALGOS_MAX; a++) set += tp.efficiency[l][a][TUNE_CACHE] > 0;
+        TEST_ASSERT(lines > 50 && set == lines, "share %g: %d efficiencies set of %d lines", effs[i].s, set, lines);
     }
     tune_params_t one, four;
     tune_params_builtin(&one, 1);
@@ -647,7 +666,7 @@ static void check_scale_figures(void)
                     fabs(tp.beta[TUNE_LINK_ARENA][TUNE_MEMORY] / file.beta[TUNE_LINK_ARENA][TUNE_MEMORY] - 0.5) < 1e-9,
                 "a file's set: the cache figure as measured, the memory one scaled by it");
     /* A tuning file's sets start from the built-in figures for what they leave out, but not from what the
-     * init measures where those were made. */
+     * init measures where those were made, nor from their efficiencies. */
     char path[] = "/tmp/chorus-tuning-XXXXXX";
     int fd = mkstemp(path);
     TEST_ASSERT(fd >= 0, "a temporary file");
@@ -663,6 +682,10 @@ static void check_scale_figures(void)
     struct tune_quick none;
     memset(&none, 0, sizeof(none));
     TEST_ASSERT(memcmp(&tf.params.quick, &none, sizeof(none)) == 0, "a file's set has no quick figures");
+    int effs = 0;
+    for (int l = 0; l < TUNE_LINK_COUNT; l++)
+        for (int a = 0; a < TUNE_ALGOS_MAX; a++) effs += tf.params.efficiency[l][a][TUNE_CACHE] > 0;
+    TEST_ASSERT(effs == 0, "a file without efficiency lines has none (%d from the built-in set)", effs);
 }
 
 /* chorus-tune's passes: every figure the median of its values, so that one disturbed pass is outvoted. */
@@ -716,7 +739,9 @@ static void check_params_median(void)
 static void check_derive_arena(void)
 {
     static tune_state_t ts;
+    no_efficiencies = 1; /* the terms' price of the time the figures were derived from */
     state_for(&ts, 8, 1, 2); /* 8 ranks on 2 cores: 4 a core */
+    no_efficiencies = 0;
     const double call[3] = {4.8e-3, 6.3e-3, 3.9e-3}, copy[3] = {7.1e9, 13.5e9, 11.3e9}; /* s per call at a core each */
     tune_params_t runs[3], med;
     for (int i = 0; i < 3; i++) {
@@ -746,7 +771,9 @@ static void check_derive_arena(void)
 static void check_fit(void)
 {
     static tune_state_t ts;
+    no_efficiencies = 1; /* the figures' terms alone, before any efficiency */
     state_for(&ts, 2, 1, 2);
+    no_efficiencies = 0;
     size_t n, k = 0;
     const algo_desc_t *t = algo_registry(&n);
     while (k < n && !(t[k].coll == COLL_ALLREDUCE && strcmp(t[k].name, "ring") == 0)) k++;
