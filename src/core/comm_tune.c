@@ -144,7 +144,11 @@ chorus_result_t comm_tune_measure(chorus_comm_t comm, tune_params_t *tp_p, tune_
     CHECK(comm_op_begin(comm));
     comm_tune_prims(comm);
     chorus_result_t res = tune_measure(&comm->prims, &comm->tune, 1);
+    /* What was measured: the figures. Efficiencies come from timings of the algorithms (chorus-tune --fit),
+     * and the quick figures go with the built-in sets alone. */
     *tp_p = comm->tune.file.params;
+    memset(tp_p->efficiency, 0, sizeof(tp_p->efficiency));
+    memset(&tp_p->quick, 0, sizeof(tp_p->quick));
     return comm_op_end(comm, res);
 }
 

@@ -406,7 +406,7 @@ void tune_measure_local(tune_params_t *tp, tune_regime_t r, int runs, void *scra
  * it, in turn), over two local copies of as much; about 1 where a handoff costs its two copies. An AMD
  * EPYC virtual machine runs in stretches of minutes in which it is 4 to 6 and the local copies keep their
  * speed (docs/tuning.md, "A look that needs no fast turn"). A few milliseconds; 0 where it cannot tell
- * (no memory, no thread). */
+ * (a process allowed one processor, no memory, no thread). */
 double tune_handoff_ratio(void);
 /* The copy profile (working sets of 256 KiB to 256 MiB, doubling: profile[TUNE_PROFILE_COPY]), and from it
  * the memory regime's copy rate (its point at twice TUNE_MEMORY_BYTES) and the last-level cache as copies see it: the

@@ -2,6 +2,7 @@
  * name the valid choices) and the default rule (small calls take the log p algorithms, large ones the
  * ring or chain; forcing and exclusion override it). */
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -688,6 +689,27 @@ static void check_scale_figures(void)
     TEST_ASSERT(effs == 0, "a file without efficiency lines has none (%d from the built-in set)", effs);
 }
 
+/* chorus-tune's look at the cores' handoffs: a ratio where the process may use two processors or more (no
+ * more is asserted: it is a time), none where it is pinned to one, whose threads would take turns at it. */
+static void check_handoff_look(void)
+{
+    cpu_set_t was, one;
+    TEST_ASSERT(sched_getaffinity(0, sizeof(was), &was) == 0, "the affinity");
+    if (CPU_COUNT(&was) >= 2) {
+        double r = tune_handoff_ratio();
+        TEST_ASSERT(r > 0 && isfinite(r), "two processors: a handoff of %g copies", r);
+    }
+    CPU_ZERO(&one);
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &was)) {
+            CPU_SET(c, &one);
+            break;
+        }
+    TEST_ASSERT(sched_setaffinity(0, sizeof(one), &one) == 0, "pinned to one processor");
+    TEST_ASSERT(tune_handoff_ratio() == 0, "one processor: no look");
+    sched_setaffinity(0, sizeof(was), &was);
+}
+
 /* chorus-tune's passes: every figure the median of its values, so that one disturbed pass is outvoted. */
 static void check_params_median(void)
 {
@@ -1166,6 +1188,7 @@ int main(void)
     check_params_median();
     check_builtin_shares();
     check_scale_figures();
+    check_handoff_look();
     check_derive_arena();
     check_fit();
     check_select_again();
