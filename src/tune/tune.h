@@ -78,7 +78,8 @@ typedef struct tune_params {
     double arena_call[TUNE_REGIMES][TUNE_ARENA_CALLS];
     /* Per link the ranks' pairs talk over (tune_comm_t.net: shm or tcp), algorithm (registry index) and
      * regime: what its calls took over what the model's terms past the latencies price, measured by
-     * chorus-tune --fit or --rules (tune_fit_efficiency); the prediction multiplies those terms by the two
+     * chorus-tune --fit or --rules (tune_fit_efficiency), or the built-in set's (builtin_efficiency.c, the
+     * medians of such files); the prediction multiplies those terms by the two
      * blended by the call's memory share. 0: not measured, taken as 1 (docs/tuning.md, "Efficiencies"). */
     double efficiency[TUNE_LINK_COUNT][TUNE_ALGOS_MAX][TUNE_REGIMES];
     /* Not in files: what the quick measurement at init (calibrate.c) finds for the cache figures on the
