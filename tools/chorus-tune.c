@@ -293,20 +293,20 @@ static void sweep_coll_finish(const sweep_t *s, sweep_coll_t *sc)
     }
 }
 
-/* Waiting out the machine's slow stretches. The AMD EPYC machine has stretches of seconds to minutes in
- * which the algorithms over the shared-memory rings take two to four times as long (the 4-rank ring
- * AllGather of 1 MiB 426 us a call through a whole sweep, 206 in one an hour before; docs/tuning.md,
- * "Efficiencies fitted over turns of the whole sweep"): fitted there, their efficiencies priced them at
- * three times what they took later, and figures measured there price every call slow. Before each pass of
- * the figures and each collective's turn of a sweep, a look at the handoff of TUNE_CACHE_BYTES between two
- * threads against two local copies (tune_handoff_ratio): about 1.2 there outside the stretches, 4 to 6
- * inside, for minutes at a time (docs/tuning.md, "A look that needs no fast turn"). A sweep's turn also looks
- * at its ring AllGather of TUNE_CACHE_BYTES (or of the sweep's largest size, where that is smaller) against
- * the fastest such look of the sweep. Where the handoff runs past SETTLE_HANDOFF, or the ring past
- * SETTLE_FACTOR times its fastest, the run waits for the stretch to pass, looking every SETTLE_PAUSE_S, up
- * to SETTLE_WAIT_S at a time, and in all no longer than it has measured (at least SETTLE_WAIT_S) nor
- * SETTLE_TOTAL_S, and then goes on whatever the looks say: a machine whose handoffs always cost more than
- * SETTLE_HANDOFF copies waits that long and no longer. */
+/* Waiting out the machine's slow stretches. The AMD EPYC machine has stretches of seconds to minutes in which the
+ * algorithms over the shared-memory rings take two to four times as long (the 4-rank ring AllGather of 1 MiB 426 us
+ * a call through a whole sweep, 206 in one an hour before; docs/tuning.md, "Efficiencies fitted over turns of the
+ * whole sweep"): fitted there, their efficiencies priced them at three times what they took later, and figures
+ * measured there price every call slow. With --fit or --rules, before each pass of the figures and each
+ * collective's turn of a sweep, a look at the handoff of TUNE_CACHE_BYTES between two threads against two local
+ * copies (tune_handoff_ratio): about 1.2 there outside the stretches, 4 to 6 inside, for minutes at a time
+ * (docs/tuning.md, "A look that needs no fast turn"). A sweep's turn also looks at its ring AllGather of
+ * TUNE_CACHE_BYTES (or of the sweep's largest size, where that is smaller) against the fastest such look of the
+ * sweep. Where the handoff runs past SETTLE_HANDOFF, or the ring past SETTLE_FACTOR times its fastest, the run
+ * waits for the stretch to pass, looking every SETTLE_PAUSE_S, up to SETTLE_WAIT_S at a time, and in all no longer
+ * than it has measured (so a run takes at most about twice its time) nor SETTLE_TOTAL_S, and then goes on whatever
+ * the looks say: a machine whose handoffs always cost more than SETTLE_HANDOFF copies waits that long and no
+ * longer. */
 #define SETTLE_FACTOR 1.6
 #define SETTLE_HANDOFF 2.0
 #define SETTLE_PAUSE_S 2
@@ -324,8 +324,7 @@ static chorus_result_t settle_may_wait(chorus_comm_t comm, const settle_t *st, d
 {
     double measured = (double)(time_now_ns() - st->start) * 1e-9 - st->waited;
     CHECK(chorus_broadcast(&measured, &measured, 1, chorus_float64, 0, comm, NULL));
-    *may_p = waited < SETTLE_WAIT_S &&
-             st->waited + SETTLE_PAUSE_S <= fmin(fmax(measured, SETTLE_WAIT_S), SETTLE_TOTAL_S);
+    *may_p = waited < SETTLE_WAIT_S && st->waited + SETTLE_PAUSE_S <= fmin(measured, SETTLE_TOTAL_S);
     return CHORUS_SUCCESS;
 }
 
@@ -525,7 +524,8 @@ typedef struct passes {
 } passes_t;
 
 /* The parameters of comm's links: the median of the passes' measurements, the passes' starts spread
- * evenly over the spread (every rank sleeps alike, then a barrier lines them up). */
+ * evenly over the spread (every rank sleeps alike, then a barrier lines them up); with st, each pass
+ * after the machine's slow stretch, if any (settle_pass). */
 static chorus_result_t measure(chorus_comm_t comm, const passes_t *ps, settle_t *st, tune_params_t *tp,
                                tune_link_t *link_p, double *share_p)
 {
@@ -541,7 +541,7 @@ static chorus_result_t measure(chorus_comm_t comm, const passes_t *ps, settle_t 
             }
             CHECK(chorus_barrier(comm, NULL));
         }
-        CHECK(settle_pass(comm, st, i));
+        if (st) CHECK(settle_pass(comm, st, i));
         CHECK(comm_tune_measure(comm, &runs[i], link_p, share_p));
     }
     comm_tune_median(comm, tp, runs, ps->count);
@@ -619,7 +619,7 @@ int main(int argc, char **argv)
     tune_params_t tcp;
     tune_link_t link, tcp_link = TUNE_LINK_COUNT;
     double share, tcp_share;
-    if ((res = measure(comm, &ps, &settle, &tf->params, &link, &share)) != CHORUS_SUCCESS)
+    if ((res = measure(comm, &ps, fit ? &settle : NULL, &tf->params, &link, &share)) != CHORUS_SUCCESS)
         return fail(comm, "measuring", res);
     if (fit && (res = sweep_all(comm, link, (double)max_bytes, drop_over, tf, rules, &settle)) != CHORUS_SUCCESS)
         return fail(comm, "timing the algorithms", res);
@@ -633,7 +633,7 @@ int main(int argc, char **argv)
         setenv("CHORUS_TRANSPORT", "tcp", 1);
         if ((res = chorus_comm_init_rank(&tcp_comm, nranks, id, rank)) != CHORUS_SUCCESS)
             return fail(NULL, "the TCP communicator", res);
-        if ((res = measure(tcp_comm, &ps, &settle, &tcp, &tcp_link, &tcp_share)) != CHORUS_SUCCESS)
+        if ((res = measure(tcp_comm, &ps, fit ? &settle : NULL, &tcp, &tcp_link, &tcp_share)) != CHORUS_SUCCESS)
             return fail(tcp_comm, "measuring TCP", res);
         /* The file's TCP figures, before the sweep fits the TCP efficiencies against them. */
         tune_params_t *tp = &tf->params;
