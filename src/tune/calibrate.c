@@ -349,9 +349,9 @@ static double tune_scale_figure(double *figure, double was, double quick)
  * calls (the arena's), and the quick measurement's best of 4 batches of 4 finds less on the same machine:
  * on the AMD EPYC one, the arena's reads at 43.6 GB/s in cache at one rank a core (the median of 15
  * inits) against the set's 63.3, so that every figure scaled by it came out 10 to 30 % slow and the
- * direct algorithms in memory were priced that much too slow (docs/tuning.md, "The init against its own kind of measurement"). The
- * built-in sets carry what the quick measurement finds on that machine at their share (tune_params_t.quick,
- * the medians of inits), and the init scales both regimes of a figure by what it measures over that: on
+ * direct algorithms in memory were priced that much too slow (docs/tuning.md, "The init against its own
+ * kind of measurement"). The built-in sets carry what the quick measurement finds on that machine at their
+ * share (tune_params_t.quick, the medians of inits), and the init scales both regimes of a figure by what it measures over that: on
  * that machine, the set as it is, give or take the moment; elsewhere, the set as far from it as the
  * machine is, measured the same way.
  * A tuning file's memory figures were measured on this machine: where the communicator's ranks outnumber
